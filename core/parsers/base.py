@@ -1,0 +1,117 @@
+"""The parser contract: incremental, serializable reasoning and tool-call parsers.
+
+A parser *object* holds only configuration (tokenizer, tools, template kwargs) and is cheap to
+build once per request. All mutable progress lives in a separate *state*: a small JSON value
+(dict of str/int/bool/list/None) that the caller owns. That split is what lets the raw streaming
+`/derender` endpoint put the state inside the client-carried `stream_state` and resume on the
+next call with O(new text) work, with no replay of the history.
+
+    parser = SomeReasoningParser(ctx)
+    state = parser.start(prompt_token_ids)          # decide the initial phase from the prompt
+    r, c = parser.feed(state, "new text", [ids])    # mutates `state`, returns the deltas
+    r, c = parser.finish(state)                     # flush what was held back
+
+Non-streaming parsing is the same calls with all the text at once: `start`, one `feed`, `finish`.
+Invariant (property-tested): for any split of the same text and ids into `feed` calls, the
+concatenated deltas are equal. A parser never raises on any input text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from core.tokenizer import Tokenizer
+
+# A tool-call delta in the OpenAI streaming shape:
+#   first delta of call i: {"index": i, "id": str|None, "type": "function", "function": {"name": str, "arguments": str}}
+#   later deltas:          {"index": i, "function": {"arguments": "<fragment>"}}
+# `id` is None when the family has no ids of its own: the chat pipeline assigns
+# `chatcmpl-tool-<16hex>` and pins it for the whole stream.
+ToolCallDelta = dict[str, Any]
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ParserContext:
+    """Per-request configuration shared by the reasoning and tool parsers."""
+
+    tokenizer: Tokenizer
+    tools: list[dict[str, Any]] | None = None  # OpenAI tool objects, as sent by the client
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # effective (server defaults applied)
+    history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
+
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        """The JSON schema of a tool's parameters, for families that coerce argument types."""
+        for tool in self.tools or ():
+            function = tool.get("function") or {}
+            if function.get("name") == name:
+                params = function.get("parameters")
+                return params if isinstance(params, dict) else None
+        return None
+
+
+class ReasoningParser(ABC):
+    """Splits model text into reasoning and content."""
+
+    name: ClassVar[str]
+
+    def __init__(self, ctx: ParserContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        """Whether these ids (typically the prompt) already closed the reasoning section."""
+
+    @abstractmethod
+    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
+        """The initial state; with the prompt, decide whether reasoning is already open or closed."""
+
+    @abstractmethod
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        """Consume new text (and the ids it came from); return (reasoning_delta, content_delta)."""
+
+    @abstractmethod
+    def finish(self, state: State) -> tuple[str, str]:
+        """End of output: flush held-back text as (reasoning_delta, content_delta)."""
+
+    def reasoning_finished(self, state: State) -> bool:
+        """Whether the parser has left the reasoning section (content follows)."""
+        return bool(state.get("ended"))
+
+    def adjust_request(self, request: Any) -> Any:
+        """Render-side request adjustment (most reasoning parsers change nothing)."""
+        return request
+
+
+class ToolParser(ABC):
+    """Extracts tool calls from content text (after reasoning was split off)."""
+
+    name: ClassVar[str]
+    # whether required/named tool_choice output (plain JSON forced by structured outputs) is
+    # handled by the generic JSON path rather than this family's markup
+    supports_required_and_named: ClassVar[bool] = True
+
+    def __init__(self, ctx: ParserContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def start(self) -> State:
+        """The initial state."""
+
+    @abstractmethod
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        """Consume new content text; return (content_delta, tool_call_deltas)."""
+
+    @abstractmethod
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        """End of output: flush held-back text and unsent argument tails."""
+
+    def adjust_request(self, request: Any) -> Any:
+        """Render-side adjustment of the chat request (e.g. hermes: skip_special_tokens=False).
+
+        May mutate and must return the request; called before sampling params are built.
+        """
+        return request

@@ -1,0 +1,116 @@
+"""Server configuration: every command-line flag, in one dataclass.
+
+Flag names follow `vllm serve` where vLLM has the same knob, so a deployment can pass the same
+parser and template flags to the engine tier and to us (a mismatch silently changes the
+content/reasoning/tool split: vLLM RFC #42729).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ServerConfig:
+    model: str | None = None  # None: the embedded Qwen3 default
+    tokenizer: str | None = None
+    served_model_name: list[str] = field(default_factory=list)
+    chat_template: str | None = None
+    default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trust_request_chat_template: bool = False
+    max_model_len: int | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    exclude_tools_when_tool_choice_none: bool = False
+    max_logprobs: int = 20
+    reasoning_field: str = "reasoning"  # reasoning | reasoning_content | both
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_request_bytes: int = 32 * 1024 * 1024
+    stream_state_secret: str | None = None
+    # the engine tier (/v1/chat/completions and /v1/completions)
+    engine_url: list[str] = field(default_factory=list)
+    engine_api_key: str | None = None
+    engine_connect_timeout: float = 5.0
+    engine_first_token_timeout: float = 600.0
+    engine_idle_timeout: float = 120.0
+    engine_max_connections: int = 1024
+    health_check_interval: float = 5.0
+    prefix_affinity_tokens: int = 0  # 0: off; N: same first N prompt tokens -> same engine
+    # security, hygiene, lifecycle
+    api_key: str | None = None
+    allowed_origins: list[str] = field(default_factory=list)
+    shutdown_timeout: float = 30.0
+    render_threads: int = 0  # 0: os.cpu_count()
+    log_level: str = "info"
+    access_log: bool = True
+
+    @property
+    def parsers_configured(self) -> bool:
+        return bool(self.reasoning_parser or (self.tool_call_parser and self.enable_auto_tool_choice))
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that decide how requests are rendered and derendered (shared by serve and render tools)."""
+    parser.add_argument("model", nargs="?", default=None,
+                        help="model directory or Hugging Face repo id in the local cache "
+                             "(default: the embedded Qwen3 tokenizer and chat template)")
+    parser.add_argument("--tokenizer", default=None)
+    parser.add_argument("--served-model-name", nargs="+", default=[])
+    parser.add_argument("--chat-template", default=None, help="file path or inline Jinja template")
+    parser.add_argument("--default-chat-template-kwargs", type=_json_object, default={})
+    parser.add_argument("--trust-request-chat-template", action="store_true")
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--tool-call-parser", default=None)
+    parser.add_argument("--reasoning-parser", default=None)
+    parser.add_argument("--enable-auto-tool-choice", action="store_true")
+    parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
+    parser.add_argument("--max-logprobs", type=int, default=20)
+    parser.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content", "both"],
+                        default="reasoning",
+                        help="name of the reasoning field in chat responses (both: emit the two)")
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    add_model_flags(parser)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024)
+    parser.add_argument("--stream-state-secret", default=os.environ.get("DERENDER_STREAM_STATE_SECRET"),
+                        help="HMAC key that signs stream_state (env DERENDER_STREAM_STATE_SECRET)")
+    parser.add_argument("--engine-url", action="append", default=[],
+                        help="base URL of a tokens-only engine (repeat for several)")
+    parser.add_argument("--engine-api-key", default=os.environ.get("DERENDER_ENGINE_API_KEY"))
+    parser.add_argument("--engine-connect-timeout", type=float, default=5.0)
+    parser.add_argument("--engine-first-token-timeout", type=float, default=600.0)
+    parser.add_argument("--engine-idle-timeout", type=float, default=120.0)
+    parser.add_argument("--engine-max-connections", type=int, default=1024)
+    parser.add_argument("--health-check-interval", type=float, default=5.0)
+    parser.add_argument("--prefix-affinity-tokens", type=int, default=0)
+    parser.add_argument("--api-key", default=os.environ.get("DERENDER_API_KEY") or os.environ.get("VLLM_API_KEY"),
+                        help="required Bearer token (env DERENDER_API_KEY or VLLM_API_KEY)")
+    parser.add_argument("--allowed-origins", nargs="*", default=[])
+    parser.add_argument("--shutdown-timeout", type=float, default=30.0)
+    parser.add_argument("--render-threads", type=int, default=0)
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--no-access-log", dest="access_log", action="store_false")
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    known = ServerConfig.__dataclass_fields__
+    return ServerConfig(**{k: v for k, v in vars(args).items() if k in known})

@@ -1,0 +1,91 @@
+"""HTTP helpers shared by every route: body parsing, JSON responses, error middleware.
+
+The rule for clients: whatever they send, they get either a 2xx or an OpenAI error body
+(`{"error": {...}}`) with the right status; never a 500 with a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from core.errors import RequestError, error_json, validation_error
+
+log = logging.getLogger("derender_proxy")
+
+JSON_CONTENT_TYPE = "application/json"
+UNSUPPORTED_MEDIA = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type=JSON_CONTENT_TYPE,
+                        headers=headers)
+
+
+def error_response(exc: RequestError) -> web.Response:
+    return web.Response(body=error_json(exc.message, exc.type, exc.status, exc.param), status=exc.status,
+                        content_type=JSON_CONTENT_TYPE)
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, with vLLM's content-type and shape checks."""
+    if request.content_type != JSON_CONTENT_TYPE:
+        raise RequestError(UNSUPPORTED_MEDIA, 400, "Bad Request")
+    raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"1 validation error:\n  JSON decode error: {exc}", 400, "Bad Request",
+                           "body") from None
+    if not isinstance(data, dict):
+        raise RequestError("1 validation error:\n  Input should be a valid dictionary or object",
+                           400, "Bad Request", "body")
+    return data
+
+
+def validate(model: type[BaseModel], data: Any) -> Any:
+    """Validate once per request; pydantic errors become vLLM's 400 body."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc.errors(include_url=False)) from None
+
+
+def request_id_header(request: web.Request) -> str | None:
+    value = request.headers.get("X-Request-Id")
+    return value or None
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except RequestError as exc:
+        return error_response(exc)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return error_response(RequestError(
+            f"Request body is too large ({exc.actual_size} bytes; the limit is {exc.max_size} bytes).",
+            413, "RequestEntityTooLarge"))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = exc.reason if exc.status != 404 else f"Not Found: {request.method} {request.path}"
+        return error_response(RequestError(message, exc.status, _status_type(exc.status)))
+    except (ValueError, TypeError, OverflowError) as exc:
+        # vLLM maps these to 400 (spec 1); core code should raise RequestError, so log the escape
+        log.warning("400 from %s on %s: %s", type(exc).__name__, request.path, exc)
+        return error_response(RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError"))
+    except NotImplementedError as exc:
+        return error_response(RequestError(str(exc) or "Not implemented", 501, "NotImplementedError"))
+    except Exception:  # the last line of defence: a JSON 500, the traceback only in our log
+        log.exception("internal error on %s %s", request.method, request.path)
+        return error_response(RequestError("Internal server error", 500, "InternalServerError"))
+
+
+def _status_type(status: int) -> str:
+    return {401: "Unauthorized", 403: "Forbidden", 404: "NotFoundError", 405: "MethodNotAllowed",
+            413: "RequestEntityTooLarge"}.get(status, "BadRequestError" if status < 500 else "InternalServerError")

@@ -1,0 +1,92 @@
+"""Read a model directory (or a Hugging Face repo id from the local cache) into `ModelInfo`.
+
+Offline by design: a repo id is only looked up in the local HF cache; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from core.model import ModelInfo
+from core.tokenizer import Tokenizer
+
+
+class ModelLoadError(Exception):
+    pass
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as f:
+        data = json.load(f)
+    return data if isinstance(data, dict) else None
+
+
+def resolve_model_dir(model: str) -> Path:
+    """A local directory, else `org/name` in the HF hub cache (latest snapshot)."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    cache = Path(os.environ.get("HF_HUB_CACHE")
+                 or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    repo_dir = cache / ("models--" + model.replace("/", "--"))
+    snapshots = repo_dir / "snapshots"
+    if snapshots.is_dir():
+        ref = repo_dir / "refs" / "main"
+        if ref.is_file():
+            candidate = snapshots / ref.read_text().strip()
+            if candidate.is_dir():
+                return candidate
+        entries = sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+        if entries:
+            return entries[0]
+    raise ModelLoadError(f"model {model!r} is neither a directory nor in the local Hugging Face cache "
+                         f"({cache}); this server never downloads models")
+
+
+def read_chat_template_arg(value: str | None) -> str | None:
+    """`--chat-template` takes a file path or the template text itself, as in vLLM."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    if any(ch in value for ch in "{}\n"):
+        return value
+    raise ModelLoadError(f"--chat-template {value!r} is neither a readable file nor a template")
+
+
+def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
+    tokenizer_file = tokenizer_dir / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        raise ModelLoadError(f"no tokenizer.json in {tokenizer_dir} (only fast tokenizers are supported)")
+    config = _read_json(tokenizer_dir / "tokenizer_config.json") or {}
+    if "chat_template" not in config:
+        # newer checkpoints keep the template next to the config
+        for name in ("chat_template.jinja", "chat_template.json"):
+            candidate = tokenizer_dir / name
+            if candidate.is_file():
+                text = candidate.read_text(encoding="utf-8")
+                config["chat_template"] = json.loads(text).get("chat_template") if name.endswith(".json") else text
+                break
+    return Tokenizer(tokenizer_file.read_text(encoding="utf-8"), config)
+
+
+def load_model(model: str, *, tokenizer: str | None = None, served_model_names: list[str] | None = None,
+               max_model_len: int | None = None, chat_template: str | None = None) -> ModelInfo:
+    model_dir = resolve_model_dir(model)
+    tok = load_tokenizer(resolve_model_dir(tokenizer) if tokenizer else model_dir)
+    template = read_chat_template_arg(chat_template)
+    if template is not None:
+        tok.chat_template = template
+    return ModelInfo.build(
+        tokenizer=tok,
+        served_model_names=served_model_names or [model],
+        hf_config=_read_json(model_dir / "config.json"),
+        generation_config=_read_json(model_dir / "generation_config.json"),
+        max_model_len=max_model_len,
+    )
