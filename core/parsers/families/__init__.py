@@ -1,0 +1,1 @@
+"""One module per parser family; importing this package registers them all."""

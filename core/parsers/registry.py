@@ -1,0 +1,50 @@
+"""Parser registries, keyed by vLLM's `--reasoning-parser` / `--tool-call-parser` names.
+
+A family is registered only when it is complete (streaming, non-streaming, tests): a half-working
+parser silently corrupts the content/reasoning/tool split, which is worse than a clear
+"unknown parser" at start-up.
+"""
+
+from __future__ import annotations
+
+from core.parsers.base import ReasoningParser, ToolParser
+
+REASONING_PARSERS: dict[str, type[ReasoningParser]] = {}
+TOOL_PARSERS: dict[str, type[ToolParser]] = {}
+
+
+def register_reasoning(*names: str):
+    def deco(cls: type[ReasoningParser]) -> type[ReasoningParser]:
+        for name in names:
+            REASONING_PARSERS[name] = cls
+        return cls
+    return deco
+
+
+def register_tool(*names: str):
+    def deco(cls: type[ToolParser]) -> type[ToolParser]:
+        for name in names:
+            TOOL_PARSERS[name] = cls
+        return cls
+    return deco
+
+
+def _load_families() -> None:
+    # importing the family modules runs their @register_* decorators
+    import core.parsers.families  # noqa: F401
+
+
+def get_reasoning_parser(name: str) -> type[ReasoningParser]:
+    _load_families()
+    try:
+        return REASONING_PARSERS[name]
+    except KeyError:
+        raise KeyError(f"unknown reasoning parser {name!r}; available: {', '.join(sorted(REASONING_PARSERS))}") from None
+
+
+def get_tool_parser(name: str) -> type[ToolParser]:
+    _load_families()
+    try:
+        return TOOL_PARSERS[name]
+    except KeyError:
+        raise KeyError(f"unknown tool-call parser {name!r}; available: {', '.join(sorted(TOOL_PARSERS))}") from None
