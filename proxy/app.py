@@ -52,7 +52,19 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_request_bytes)
+    from proxy import access_log, auth, cors, lifecycle, metrics
+
+    app = web.Application(middlewares=[
+        access_log.observe,  # outermost: request id, request metrics, one JSON access-log line
+        *cors.middlewares(config),  # CORS preflights (with --allowed-origins)
+        lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
+        error_middleware,  # every failure below becomes an OpenAI error body
+        *auth.middlewares(config.api_key),  # 401 without the Bearer key (with --api-key)
+    ], client_max_size=config.max_request_bytes)
+    metrics.install(app)
+    access_log.install(app, enabled=config.access_log)
+    cors.install(app, config)
+    lifecycle.install(app, config.shutdown_timeout)
     threads = config.render_threads or (os.cpu_count() or 1)
     app[STATE] = AppState(config=config, model=model,
                           executor=ThreadPoolExecutor(max_workers=threads, thread_name_prefix="render"))

@@ -45,6 +45,10 @@ class ServerConfig:
     # security, hygiene, lifecycle
     api_key: str | None = None
     allowed_origins: list[str] = field(default_factory=list)
+    allow_credentials: bool = False
+    allowed_methods: list[str] = field(default_factory=lambda: ["*"])
+    allowed_headers: list[str] = field(default_factory=lambda: ["*"])
+    workers: int = 1
     shutdown_timeout: float = 30.0
     render_threads: int = 0  # 0: os.cpu_count()
     log_level: str = "info"
@@ -104,7 +108,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix-affinity-tokens", type=int, default=0)
     parser.add_argument("--api-key", default=os.environ.get("DERENDER_API_KEY") or os.environ.get("VLLM_API_KEY"),
                         help="required Bearer token (env DERENDER_API_KEY or VLLM_API_KEY)")
-    parser.add_argument("--allowed-origins", nargs="*", default=[])
+    parser.add_argument("--allowed-origins", nargs="*", default=[],
+                        help="CORS origins ('*' for any; default: no CORS headers)")
+    parser.add_argument("--allow-credentials", action="store_true", help="CORS: allow credentials")
+    parser.add_argument("--allowed-methods", nargs="*", default=["*"], help="CORS methods")
+    parser.add_argument("--allowed-headers", nargs="*", default=["*"], help="CORS request headers")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes sharing the port (SO_REUSEPORT; Linux)")
     parser.add_argument("--shutdown-timeout", type=float, default=30.0)
     parser.add_argument("--render-threads", type=int, default=0)
     parser.add_argument("--log-level", default="info")

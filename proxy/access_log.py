@@ -1,0 +1,129 @@
+"""Request ids, the per-request JSON access log, and JSON logging for the whole process.
+
+The outermost middleware (`observe`) runs around every request:
+* takes the client's `X-Request-Id` or makes one, keeps it in `request[REQUEST_ID]` and in a
+  context variable so every log line written while handling the request carries it, and echoes
+  it in the response's `X-Request-Id` header (added when the response is prepared, so streamed
+  responses get it too);
+* records request count by route template and status, in-flight requests and end-to-end latency;
+* writes one JSON access-log line: request id, method, route, path, status, latency, and the
+  prompt/completion tokens the handler reported through `metrics_of(app).add_tokens(..., request=)`.
+
+It sits outside `error_middleware`, so the status it records is the one the client really got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from proxy.metrics import METRICS, TOKENS_KEY, request_key
+
+REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID = request_key("request_id", str)
+ACCESS_LOG_ENABLED: web.AppKey[bool] = web.AppKey("access_log_enabled", bool)
+CLIENT_CLOSED = 499  # nginx's code for "client went away before the response was complete"
+
+access_log = logging.getLogger("derender_proxy.access")
+current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "derender_proxy_request_id", default=None)
+
+
+def request_id(request: web.Request) -> str:
+    """The request's id: the client's `X-Request-Id` when it sent one, else a generated uuid hex."""
+    rid = request.get(REQUEST_ID)
+    if rid is None:
+        rid = request[REQUEST_ID] = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+    return rid
+
+
+def route_template(request: web.Request) -> str:
+    """`/v1/chat/completions`, never the raw path: bounded label cardinality for metrics."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@web.middleware
+async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
+    start = time.perf_counter()
+    rid = request_id(request)
+    token = current_request_id.set(rid)
+    metrics = request.app[METRICS]
+    metrics.in_flight.inc()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        status = CLIENT_CLOSED
+        raise
+    finally:
+        elapsed = time.perf_counter() - start
+        route = route_template(request)
+        metrics.in_flight.dec()
+        metrics.request_done(route, request.method, status, elapsed)
+        if request.app[ACCESS_LOG_ENABLED] and access_log.isEnabledFor(logging.INFO):
+            fields: dict[str, Any] = {
+                "method": request.method, "route": route, "path": request.path, "status": status,
+                "latency_ms": round(elapsed * 1000, 3), "remote": request.remote,
+            }
+            tokens = request.get(TOKENS_KEY)
+            if tokens is not None:
+                fields["prompt_tokens"], fields["completion_tokens"] = tokens
+            access_log.info("request", extra={"fields": fields})
+        current_request_id.reset(token)
+
+
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    rid = request.get(REQUEST_ID)
+    if rid is not None:
+        response.headers[REQUEST_ID_HEADER] = rid
+
+
+def install(app: web.Application, enabled: bool = True) -> None:
+    """`observe` must be the first middleware (create_app puts it there); this adds the header hook."""
+    app[ACCESS_LOG_ENABLED] = enabled
+    app.on_response_prepare.append(_echo_request_id)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, request_id, and any `extra={"fields": {}}`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        rid = getattr(record, "request_id", None) or current_request_id.get()
+        if rid is not None:
+            line["request_id"] = rid
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure_logging(level: str = "info") -> None:
+    """JSON lines on stderr for every logger of the process (ours, aiohttp's, the libraries')."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,117 @@
+"""/metrics over real HTTP: counters move by exactly what real requests did."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from proxy.app import create_app
+from proxy.config import ServerConfig
+from proxy.metrics import metrics_of
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+async def scrape(client) -> dict:
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("text/plain")
+    return samples(await resp.text())
+
+
+def requests_count(s: dict, route: str, status: str, method: str = "GET") -> float:
+    return s.get(("derender_proxy_requests_total",
+                  (("method", method), ("route", route), ("status", status))), 0.0)
+
+
+@pytest.fixture
+async def client(aiohttp_client, qwen3):
+    return await aiohttp_client(create_app(ServerConfig(), qwen3))
+
+
+async def test_request_counts_by_route_and_status(client):
+    before = await scrape(client)
+    for _ in range(3):
+        assert (await client.get("/v1/models")).status == 200
+    assert (await client.get("/health")).status == 200
+    for _ in range(2):
+        assert (await client.post("/v1/nothing", json={})).status == 404
+    after = await scrape(client)
+    assert requests_count(after, "/v1/models", "200") - requests_count(before, "/v1/models", "200") == 3
+    assert requests_count(after, "/health", "200") - requests_count(before, "/health", "200") == 1
+    # unknown paths share one label value: a scanner cannot blow up the label cardinality
+    assert requests_count(after, "unmatched", "404", "POST") - requests_count(before, "unmatched", "404", "POST") == 2
+    key = ("derender_proxy_e2e_request_latency_seconds_count", (("route", "/v1/models"),))
+    assert after[key] - before.get(key, 0) == 3
+    # the scrape itself was counted in between
+    assert requests_count(after, "/metrics", "200") == requests_count(before, "/metrics", "200") + 1
+
+
+async def test_in_flight_gauge_counts_the_scrape_itself(client):
+    s = await scrape(client)
+    assert s[("derender_proxy_requests_in_flight", ())] == 1.0
+
+
+async def test_api_moves_token_ttft_itl_engine_and_abort_series(client):
+    """The calls the front door makes land in the exposition with the right names and amounts."""
+    m = metrics_of(client.server.app)
+    before = await scrape(client)
+    m.add_tokens(12, 30)
+    m.add_tokens(5, 0)
+    m.observe_ttft(0.003)
+    for gap in (0.001, 0.002, 0.0005):
+        m.observe_itl(gap)
+    m.engine_error("http://e1:8000", "connect")
+    m.engine_error("http://e1:8000", "connect")
+    m.engine_retry("http://e1:8000")
+    m.abort("client_disconnect")
+    after = await scrape(client)
+
+    def delta(name, labels=()):
+        return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert delta("derender_proxy_prompt_tokens_total") == 17
+    assert delta("derender_proxy_generation_tokens_total") == 30
+    assert delta("derender_proxy_time_to_first_token_seconds_count") == 1
+    assert delta("derender_proxy_time_to_first_token_seconds_bucket", (("le", "0.0025"),)) == 0
+    assert delta("derender_proxy_time_to_first_token_seconds_bucket", (("le", "0.005"),)) == 1
+    assert delta("derender_proxy_inter_token_latency_seconds_count") == 3
+    assert delta("derender_proxy_inter_token_latency_seconds_sum") == pytest.approx(0.0035)
+    assert delta("derender_proxy_engine_errors_total", (("engine", "http://e1:8000"), ("kind", "connect"))) == 2
+    assert delta("derender_proxy_engine_retries_total", (("engine", "http://e1:8000"),)) == 1
+    assert delta("derender_proxy_aborts_total", (("cause", "client_disconnect"),)) == 1
+
+
+async def test_event_loop_lag_probe_sees_a_blocked_loop(client):
+    import time
+
+    await asyncio.sleep(0.3)  # let the probe run at least once
+    before = await scrape(client)
+    time.sleep(0.8)  # block the loop: the next probe must report > 0.5 s of lag
+    await asyncio.sleep(0.35)
+    after = await scrape(client)
+    count = ("derender_proxy_event_loop_lag_seconds_count", ())
+    assert after[count] > before[count]
+    assert after[("derender_proxy_event_loop_lag_last_seconds", ())] < 0.25  # recovered
+    blocked = ("derender_proxy_event_loop_lag_seconds_bucket", (("le", "0.5"),))
+    total = count
+    # exactly one probe saw a lag above 0.5 s: the blocked one
+    assert (after[total] - after[blocked]) - (before[total] - before[blocked]) == 1
+
+
+async def test_two_apps_do_not_share_counters(aiohttp_client, qwen3):
+    a = await aiohttp_client(create_app(ServerConfig(), qwen3))
+    b = await aiohttp_client(create_app(ServerConfig(), qwen3))
+    await a.get("/v1/models")
+    await a.get("/v1/models")
+    sa, sb = await scrape(a), await scrape(b)
+    assert requests_count(sa, "/v1/models", "200") == 2
+    assert requests_count(sb, "/v1/models", "200") == 0
