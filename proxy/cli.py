@@ -31,8 +31,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=config.log_level.upper(), format="%(message)s")
     model = load_served_model(config)
     app = create_app(config, model)
+    # handler_cancellation: a client that goes away cancels its handler, which aborts the engine request
     web.run_app(app, host=config.host, port=config.port, access_log=None,
-                shutdown_timeout=config.shutdown_timeout)
+                shutdown_timeout=config.shutdown_timeout, handler_cancellation=True)
     return 0
 
 
@@ -42,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the OpenAI-compatible proxy")
     add_serve_flags(serve)
     serve.set_defaults(func=cmd_serve)
+    from proxy.reference_engine import add_reference_engine_flags, cmd_reference_engine
+    engine = sub.add_parser("reference-engine", help="run a CPU stand-in for `vllm serve --tokens-only`")
+    add_reference_engine_flags(engine)
+    engine.set_defaults(func=cmd_reference_engine)
     return parser
 
 
