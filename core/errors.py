@@ -57,26 +57,62 @@ def model_not_found(model: str, aliases: list[str]) -> RequestError:
         404, "NotFoundError", "model")
 
 
-def validation_error(errors: list[dict[str, Any]]) -> RequestError:
-    """A pydantic ValidationError's `errors()` in vLLM's 400 shape (spec 1).
+_MAX_REPORTED_ERRORS = 10
+_MAX_ERROR_INPUT_CHARS = 200
+_MAX_ERROR_CHARS = 1000
+# pydantic-core's schema-kind names that show up in `loc` but are not field names
+_INTERNAL_LOC_MARKERS = frozenset({
+    "function-wrap", "function-after", "function-before", "function-plain", "json-or-python",
+    "lax-or-strict", "chain", "default", "nullable", "tagged-union", "union", "call", "arguments",
+    "is-instance", "is-subclass", "callable", "str", "int", "float", "bool", "bytes", "bytearray",
+    "list", "tuple", "dict", "set", "frozenset", "complex", "none", "nonetype"})
+_BRACKETED = re.compile(r"[\[\]{}()]")
 
-    vLLM lists at most 10 errors, cuts each echoed input to 200 chars, and names the
-    first error's location (without the leading `body`) as `param`.
+
+def _summarize_input(value: Any) -> Any:
+    """vLLM never echoes a large input: containers are described, long strings cut."""
+    if isinstance(value, str):
+        return value[:_MAX_ERROR_INPUT_CHARS] + "...[truncated]" if len(value) > _MAX_ERROR_INPUT_CHARS else value
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{type(value).__name__} of {len(value)} bytes>"
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text[:_MAX_ERROR_INPUT_CHARS] + "...[truncated]" if len(text) > _MAX_ERROR_INPUT_CHARS else text
+
+
+def clean_loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A pydantic `loc` as vLLM's dotted `param` (`body.messages.0`), internal markers dropped."""
+    parts = [str(p) for p in loc if not (_BRACKETED.search(str(p)) or str(p).lower() in _INTERNAL_LOC_MARKERS)]
+    return ".".join(parts) if parts else ".".join(str(p) for p in loc)
+
+
+def validation_error(errors: list[dict[str, Any]], prefix: tuple[str, ...] = ("body",)) -> RequestError:
+    """A pydantic ValidationError's `errors(include_url=False)` in vLLM's 400 shape (spec 1).
+
+    vLLM (FastAPI's RequestValidationError handler) prints each error dict with its `loc`
+    cleaned and prefixed with `body`, its `input` summarized, at most 10 of them, and names the
+    first error's location as `param`.
     """
-    n = len(errors)
-    lines = [f"{n} validation error{'s' if n != 1 else ''}:"]
-    for err in errors[:10]:
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        msg = err.get("msg", "invalid value")
-        text = f"{loc}: {msg}" if loc else msg
-        if "input" in err and err.get("type") not in ("missing",):
-            shown = repr(err["input"])
-            if len(shown) > 200:
-                shown = shown[:200] + "..."
-            text += f" (input: {shown})"
+    if not errors:
+        return RequestError("Validation error", 400, "Bad Request")
+    count = len(errors)
+    label = "error" if count == 1 else "errors"
+    lines = [f"{count} validation {label}:"]
+    for err in errors[:_MAX_REPORTED_ERRORS]:
+        shown = dict(err)
+        shown.pop("url", None)
+        if "input" in shown:
+            shown["input"] = _summarize_input(shown["input"])
+        shown["loc"] = clean_loc((*prefix, *tuple(shown.get("loc", ()))))
+        text = str(shown)
+        if len(text) > _MAX_ERROR_CHARS:
+            text = text[:_MAX_ERROR_CHARS] + "...[truncated]"
         lines.append("  " + text)
-    param = None
-    if errors:
-        loc = [str(p) for p in errors[0].get("loc", ())]
-        param = ".".join(["body", *loc]) if loc else None
-    return RequestError("\n".join(lines), 400, "Bad Request", param)
+    if count > _MAX_REPORTED_ERRORS:
+        lines.append(f"  ...and {count - _MAX_REPORTED_ERRORS} more {label}")
+    param = clean_loc((*prefix, *tuple(errors[0].get("loc", ()))))
+    return RequestError("\n".join(lines).rstrip(), 400, "Bad Request", param)

@@ -1,10 +1,10 @@
 """Request-side wire models shared by chat and completion requests (vLLM 0.33 shapes).
 
 Every model accepts unknown keys and ignores them, as vLLM's `OpenAIBaseModel` does
-(`extra="allow"`; vLLM only logs them). Validators raise `VLLMValidationError`, a
-`ValueError` that carries the offending parameter name: pydantic wraps it into its
-ValidationError and `core.errors.validation_error` turns it into vLLM's 400 body, with
-`param` taken from the error (vLLM's `validation_exception_handler` does the same).
+(`extra="allow"`; vLLM only logs them). Request-level validators raise `VLLMValidationError`
+(a `core.errors.RequestError`), which escapes pydantic unchanged, exactly as vLLM's does, so
+the client gets the plain message and `param`; type errors stay pydantic ValidationErrors and
+`core.errors.validation_error` prints them the way vLLM's FastAPI handler does.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import secrets
 from typing import Annotated, Any, Literal, TypeAlias
 
+from core.errors import RequestError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 log = logging.getLogger("derender_proxy.protocol")
@@ -35,26 +36,28 @@ def random_uuid() -> str:
     return secrets.token_hex(8)
 
 
-class VLLMValidationError(ValueError):
-    """A request validation failure with the parameter it concerns.
+class VLLMValidationError(RequestError):
+    """A request validation failure with the parameter it concerns (400 BadRequestError).
 
-    `str()` matches vLLM's: `"<message> (parameter=<p>, value=<v>)"` when those are set,
-    which is what appears (after pydantic's "Value error, " prefix) in 400 messages.
+    Like vLLM's, it is not a ValueError: raised inside a pydantic validator it escapes
+    `model_validate` unchanged instead of becoming one entry of a ValidationError, so the
+    client sees exactly `"<message> (parameter=<p>, value=<v>)"` with `param` = the parameter.
     """
 
     def __init__(self, message: str, *, parameter: str | None = None, value: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
+        self.raw_message = message
         self.parameter = parameter
         self.value = value
+        extras = []
+        if parameter is not None:
+            extras.append(f"parameter={parameter}")
+        if value is not None:
+            extras.append(f"value={value}")
+        text = f"{message} ({', '.join(extras)})" if extras else message
+        super().__init__(text, 400, "BadRequestError", parameter)
 
     def __str__(self) -> str:
-        extras = []
-        if self.parameter is not None:
-            extras.append(f"parameter={self.parameter}")
-        if self.value is not None:
-            extras.append(f"value={self.value}")
-        return f"{self.message} ({', '.join(extras)})" if extras else self.message
+        return self.message
 
 
 class OpenAIBaseModel(BaseModel):
