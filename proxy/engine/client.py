@@ -1,0 +1,273 @@
+"""One tokens-only engine over HTTP: generate (streaming and not), abort, health.
+
+All engines share one aiohttp `ClientSession` with a bounded connector (`--engine-max-connections`),
+created at app start-up. Failures become `EngineError`s that carry what the caller needs: the
+status and OpenAI error body to give the client, whether any token had arrived (only failures
+before the first token may be retried on another engine) and a metrics `kind`.
+
+Aborting an engine request does both things vLLM reacts to: it closes the stream (the engine's
+handler sees the disconnect) and posts `{"request_ids": ["generate-tokens-<id>"]}` to
+`/inference/v1/abort_requests` (in the background; the abort must never delay the client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from proxy.engine.sse import DONE, SSEDecoder
+
+log = logging.getLogger("derender_proxy.engine")
+
+ENGINE_ID_PREFIX = "generate-tokens-"
+ABORT_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class EngineTimeouts:
+    connect: float = 5.0
+    first_token: float = 600.0
+    idle: float = 120.0
+
+
+class EngineError(Exception):
+    """An engine call that failed; `status`/`type`/`message` are what the client gets."""
+
+    def __init__(self, message: str, status: int, type: str, *, kind: str, started: bool = False,
+                 retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.type = type
+        self.kind = kind  # connect | status | stream | timeout
+        self.started = started  # tokens had already been received
+        self.retryable = retryable and not started
+
+
+def unreachable(url: str, exc: BaseException) -> EngineError:
+    log.warning("engine %s unreachable: %s", url, exc)
+    return EngineError("The inference engine is unavailable (connection failed).", 503,
+                       "ServiceUnavailableError", kind="connect", retryable=True)
+
+
+def engine_status_error(status: int, body: bytes) -> EngineError:
+    """An engine's error answer, passed on: its message and, for 4xx, its status and type."""
+    message, etype = None, None
+    try:
+        err = orjson.loads(body).get("error")
+        if isinstance(err, dict):
+            message, etype = err.get("message"), err.get("type")
+        elif isinstance(err, str):
+            message = err
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    if message is None:
+        message = body[:500].decode("utf-8", "replace") or f"engine answered HTTP {status}"
+    if status < 500:
+        return EngineError(str(message), status, str(etype or "BadRequestError"), kind="status")
+    if status == 503:
+        return EngineError(str(message), 503, "ServiceUnavailableError", kind="status", retryable=True)
+    return EngineError(f"The inference engine failed: {message}", 502, "BadGatewayError", kind="status",
+                       retryable=True)
+
+
+def stream_error_event(payload: dict[str, Any]) -> EngineError:
+    """A `data: {"error": ...}` event from the engine, after the stream started."""
+    err = payload.get("error")
+    message = err.get("message") if isinstance(err, dict) else str(err)
+    code = err.get("code") if isinstance(err, dict) else None
+    etype = err.get("type") if isinstance(err, dict) else None
+    return EngineError(str(message or "engine stream error"), code if isinstance(code, int) else 500,
+                       str(etype or "InternalServerError"), kind="stream", started=True)
+
+
+class Engine:
+    """One engine base URL, with its load and health as the pool sees them."""
+
+    def __init__(self, url: str, session: aiohttp.ClientSession | None, *, api_key: str | None = None,
+                 timeouts: EngineTimeouts = EngineTimeouts()) -> None:
+        self.url = url.rstrip("/")
+        self.session: aiohttp.ClientSession = session  # type: ignore[assignment]  # attached at start-up
+        self.timeouts = timeouts
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.outstanding = 0
+        self.healthy = True
+        self._background: set[asyncio.Task] = set()
+
+    def __repr__(self) -> str:
+        return f"Engine({self.url}, outstanding={self.outstanding}, healthy={self.healthy})"
+
+    async def _post(self, path: str, body: bytes, request_id: str | None, timeout: float | None
+                    ) -> aiohttp.ClientResponse:
+        headers = self.headers if request_id is None else {**self.headers, "X-Request-Id": request_id}
+        try:
+            return await self.session.post(
+                self.url + path, data=body, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect, sock_read=timeout))
+        except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, ConnectionError) as exc:
+            raise unreachable(self.url, exc) from None
+        except asyncio.TimeoutError:
+            raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
+                              kind="timeout", retryable=True) from None
+        except aiohttp.ClientError as exc:
+            raise unreachable(self.url, exc) from None
+
+    async def generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Non-streaming generate: the GenerateTokensResponse as a dict."""
+        body = orjson.dumps(request)
+        resp = await self._post("/inference/v1/generate", body, request.get("request_id"),
+                                self.timeouts.first_token)
+        try:
+            data = await resp.read()
+        except asyncio.TimeoutError:
+            resp.close()
+            raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
+                              kind="timeout", retryable=True) from None
+        except aiohttp.ClientError as exc:
+            raise EngineError(f"The inference engine connection broke: {exc}", 502, "BadGatewayError",
+                              kind="stream", retryable=True) from None
+        finally:
+            resp.release()
+        if resp.status != 200:
+            raise engine_status_error(resp.status, data)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise EngineError("The inference engine sent an invalid response.", 502, "BadGatewayError",
+                              kind="stream") from None
+
+    async def open_stream(self, request: dict[str, Any]) -> EngineStream:
+        """Start a streaming generate; returns once the engine accepted it (status 200)."""
+        body = orjson.dumps(request)
+        resp = await self._post("/inference/v1/generate", body, request.get("request_id"), None)
+        if resp.status != 200:
+            try:
+                data = await asyncio.wait_for(resp.read(), self.timeouts.connect + 5)
+            except (asyncio.TimeoutError, aiohttp.ClientError):
+                data = b""
+            finally:
+                resp.release()
+            raise engine_status_error(resp.status, data)
+        return EngineStream(self, resp, request.get("request_id"))
+
+    def abort_in_background(self, engine_request_ids: list[str]) -> None:
+        task = asyncio.get_running_loop().create_task(self.abort(engine_request_ids))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def abort(self, engine_request_ids: list[str]) -> bool:
+        try:
+            async with self.session.post(
+                    self.url + "/inference/v1/abort_requests", data=orjson.dumps({"request_ids": engine_request_ids}),
+                    headers=self.headers, timeout=aiohttp.ClientTimeout(total=ABORT_TIMEOUT)) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc)
+            return False
+
+    async def check_health(self) -> bool:
+        try:
+            async with self.session.get(self.url + "/health", headers=self.headers,
+                                        timeout=aiohttp.ClientTimeout(total=self.timeouts.connect + 5)) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            return False
+
+
+class EngineStream:
+    """The decoded events of one streaming generate, as dicts, ending at `data: [DONE]`.
+
+    `await stream.next()` returns the next event, or None at the end. The first read is bounded by
+    the first-token timeout, the others by the idle timeout; a timeout, a cut connection or an
+    engine error event raises `EngineError` (the stream is then closed and the request aborted).
+    """
+
+    def __init__(self, engine: Engine, resp: aiohttp.ClientResponse, request_id: str | None) -> None:
+        self.engine = engine
+        self._resp = resp
+        self._decoder = SSEDecoder()
+        self._pending: deque[bytes] = deque()
+        self.started = False  # an event with tokens (or any event) arrived
+        self.finished = False  # [DONE] seen
+        self.closed = False
+        self.engine_request_id = ENGINE_ID_PREFIX + request_id if request_id else None
+        self._on_close: list[Any] = []
+
+    def on_close(self, callback: Any) -> None:
+        self._on_close.append(callback)
+
+    async def next(self) -> dict[str, Any] | None:
+        while not self._pending:
+            if self.finished or self.closed:
+                return None
+            timeout = self.engine.timeouts.idle if self.started else self.engine.timeouts.first_token
+            try:
+                async with asyncio.timeout(timeout):
+                    data = await self._resp.content.readany()
+            except TimeoutError:
+                self.abort()
+                raise EngineError("The inference engine timed out "
+                                  + ("between tokens." if self.started else "before the first token."),
+                                  504, "GatewayTimeout", kind="timeout", started=self.started,
+                                  retryable=True) from None
+            except (aiohttp.ClientError, ConnectionError) as exc:
+                self.abort()
+                raise EngineError(f"The inference engine stream broke: {exc}", 502, "BadGatewayError",
+                                  kind="stream", started=self.started, retryable=True) from None
+            if not data:  # EOF without [DONE]: the engine (or the network) cut the stream
+                self.abort()
+                raise EngineError("The inference engine closed the stream before it finished.", 502,
+                                  "BadGatewayError", kind="stream", started=self.started, retryable=True)
+            self._pending.extend(self._decoder.feed(data))
+        payload = self._pending.popleft()
+        if payload == DONE:
+            self.finished = True
+            self._pending.clear()
+            self.close()
+            return None
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            self.abort()
+            raise EngineError("The inference engine sent an invalid event.", 502, "BadGatewayError",
+                              kind="stream", started=self.started) from None
+        if "error" in event and "choices" not in event:
+            self.abort()
+            raise stream_error_event(event)
+        if not self.started:
+            self.started = True
+            rid = event.get("request_id")
+            if isinstance(rid, str) and rid:
+                self.engine_request_id = rid
+        return event
+
+    def close(self) -> None:
+        """Release the connection (after [DONE]) or drop it (before: the engine sees a disconnect)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.finished:
+            self._resp.release()
+        else:
+            self._resp.close()
+        for callback in self._on_close:
+            callback()
+        self._on_close.clear()
+
+    def abort(self) -> bool:
+        """Stop the engine request: drop the connection and post the abort. True if it was live."""
+        live = not self.finished and not self.closed
+        self.close()
+        if live and self.engine_request_id:
+            self.engine.abort_in_background([self.engine_request_id])
+        return live
