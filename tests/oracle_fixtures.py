@@ -1,0 +1,67 @@
+"""Load golden answers recorded from real vLLM (tests/fixtures/oracle/*.json).
+
+The files are written by the recorders in tests/oracle/ (see tests/oracle/README.md for
+every file's schema). Tests compare our answers with them field by field; values that vLLM
+makes up per call (``created`` timestamps, random ``chatcmpl-tool-`` ids, render request
+ids) are listed in ``VOLATILE_KEYS`` and must be compared by shape, not by value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ORACLE_FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
+
+# keys whose values differ on every call to vLLM
+VOLATILE_KEYS = frozenset({"created"})
+TOOL_CALL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16}$")
+
+
+@functools.lru_cache(maxsize=None)
+def load_document(name: str) -> dict[str, Any]:
+    """The whole fixture file (``name`` with or without ``.json``)."""
+    path = ORACLE_FIXTURES / (name if name.endswith(".json") else name + ".json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_fixture(name: str) -> list[dict[str, Any]]:
+    """The cases of one fixture file; each case gets ``server_info`` (the file's
+    description of the vLLM server it was recorded on: version, model, flags)."""
+    doc = load_document(name)
+    servers = doc.get("servers", {})
+    cases = []
+    for case in doc["cases"]:
+        case = dict(case)
+        case["server_info"] = servers.get(case.get("server", ""), {})
+        cases.append(case)
+    return cases
+
+
+def case_by_name(name: str, case_name: str) -> dict[str, Any]:
+    for case in load_fixture(name):
+        if case["name"] == case_name:
+            return case
+    raise KeyError(f"{name}: no case {case_name!r}")
+
+
+def scrub(value: Any) -> Any:
+    """A copy with volatile values replaced by placeholders, for equality checks:
+    ``created`` -> 0, tool-call ids of the ``chatcmpl-tool-<16 hex>`` shape -> that
+    shape's name. Apply it to both sides of a comparison."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in VOLATILE_KEYS:
+                out[k] = 0
+            elif k == "id" and isinstance(v, str) and TOOL_CALL_ID.match(v):
+                out[k] = "chatcmpl-tool-<16hex>"
+            else:
+                out[k] = scrub(v)
+        return out
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
