@@ -31,6 +31,7 @@ from proxy.metrics import METRICS, TOKENS_KEY, request_key
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = request_key("request_id", str)
 ACCESS_LOG_ENABLED: web.AppKey[bool] = web.AppKey("access_log_enabled", bool)
+QUIET_ROUTES = frozenset({"/health", "/metrics"})
 CLIENT_CLOSED = 499  # nginx's code for "client went away before the response was complete"
 
 access_log = logging.getLogger("derender_proxy.access")
@@ -75,15 +76,17 @@ async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
         route = route_template(request)
         metrics.in_flight.dec()
         metrics.request_done(route, request.method, status, elapsed)
-        if request.app[ACCESS_LOG_ENABLED] and access_log.isEnabledFor(logging.INFO):
+        # probes and scrapes come every few seconds: their lines are debug-level noise
+        level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
+        if request.app[ACCESS_LOG_ENABLED] and access_log.isEnabledFor(level):
             fields: dict[str, Any] = {
-                "method": request.method, "route": route, "path": request.path, "status": status,
+                "request_id": rid, "method": request.method, "route": route, "path": request.path, "status": status,
                 "latency_ms": round(elapsed * 1000, 3), "remote": request.remote,
             }
             tokens = request.get(TOKENS_KEY)
             if tokens is not None:
                 fields["prompt_tokens"], fields["completion_tokens"] = tokens
-            access_log.info("request", extra={"fields": fields})
+            access_log.log(level, "request", extra={"fields": fields})
         current_request_id.reset(token)
 
 

@@ -23,18 +23,12 @@ def load_served_model(config: ServerConfig):  # -> ModelInfo
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
+    # JSON logs, uvloop when installed, --workers, graceful drain on SIGTERM, and handler
+    # cancellation (a client that goes away cancels its handler, which aborts the engine request):
+    # all in proxy.lifecycle.serve
+    from proxy.lifecycle import serve
 
-    from proxy.app import create_app
-
-    config = config_from_args(args)
-    logging.basicConfig(level=config.log_level.upper(), format="%(message)s")
-    model = load_served_model(config)
-    app = create_app(config, model)
-    # handler_cancellation: a client that goes away cancels its handler, which aborts the engine request
-    web.run_app(app, host=config.host, port=config.port, access_log=None,
-                shutdown_timeout=config.shutdown_timeout, handler_cancellation=True)
-    return 0
+    return serve(config_from_args(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     engine = sub.add_parser("reference-engine", help="run a CPU stand-in for `vllm serve --tokens-only`")
     add_reference_engine_flags(engine)
     engine.set_defaults(func=cmd_reference_engine)
+    from proxy.demo import add_demo_flags, cmd_demo
+    demo = sub.add_parser("demo", help="reference engine + proxy on loopback, one streamed tool call")
+    add_demo_flags(demo)
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,123 @@
+"""--api-key over real HTTP: every route but /health and /metrics needs the Bearer key."""
+
+from __future__ import annotations
+
+import re
+
+import openai
+import pytest
+
+from proxy.app import create_app
+from proxy.auth import bearer_token
+from proxy.config import ServerConfig
+from tests.proxy.loopback import LoopbackServer
+
+KEY = "sk-test-0123456789"
+OPEN = {"/health", "/metrics"}
+
+
+def protected_routes(app) -> list[tuple[str, str]]:
+    """(method, path) of every route the app serves, with dynamic segments filled in."""
+    out = set()
+    for route in app.router.routes():
+        resource = route.resource
+        if resource is None or route.method == "HEAD":
+            continue
+        path = re.sub(r"\{[^}]+\}", "x", resource.canonical)
+        if path in OPEN:
+            continue
+        method = "POST" if route.method == "*" else route.method
+        out.add((method, path))
+    return sorted(out)
+
+
+@pytest.fixture
+async def app(qwen3):
+    return create_app(ServerConfig(api_key=KEY), qwen3)
+
+
+@pytest.fixture
+async def client(aiohttp_client, app):
+    return await aiohttp_client(app)
+
+
+def assert_401(resp_status: int, body: dict) -> None:
+    assert resp_status == 401
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["code"] == 401
+    assert "API key" in body["error"]["message"]
+
+
+async def test_every_protected_route_refuses_missing_wrong_and_malformed_keys(client, app):
+    routes = protected_routes(app)
+    assert ("GET", "/v1/models") in routes and ("GET", "/version") in routes
+    bad_headers = [
+        {},
+        {"Authorization": "Bearer wrong-key"},
+        {"Authorization": f"Bearer {KEY}x"},
+        {"Authorization": f"Bearer {KEY[:-1]}"},
+        {"Authorization": f"Basic {KEY}"},
+        {"Authorization": KEY},
+        {"Authorization": "Bearer "},
+    ]
+    for method, path in routes:
+        for headers in bad_headers:
+            resp = await client.request(method, path, headers=headers, json={})
+            assert_401(resp.status, await resp.json())
+            assert resp.headers["WWW-Authenticate"] == "Bearer"
+            assert resp.headers["Content-Type"].startswith("application/json")
+
+
+async def test_the_right_key_passes_on_every_route(client, app):
+    for method, path in protected_routes(app):
+        resp = await client.request(method, path, headers={"Authorization": f"Bearer {KEY}"}, json={})
+        assert resp.status != 401, (method, path)
+    resp = await client.get("/v1/models", headers={"Authorization": f"bearer   {KEY}  "})
+    assert resp.status == 200  # scheme is case-insensitive, surrounding spaces ignored
+
+
+async def test_unknown_paths_are_401_before_404(client):
+    # without the key nobody learns which paths exist
+    resp = await client.post("/v1/not-a-route", json={})
+    assert_401(resp.status, await resp.json())
+    resp = await client.post("/v1/not-a-route", json={}, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status == 404
+
+
+async def test_health_and_metrics_stay_open(client):
+    assert (await client.get("/health")).status == 200
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    assert "derender_proxy_requests_total" in await resp.text()
+
+
+async def test_401s_are_counted_in_metrics(client):
+    for _ in range(3):
+        await client.get("/v1/models")
+    text = await (await client.get("/metrics")).text()
+    assert 'derender_proxy_requests_total{method="GET",route="/v1/models",status="401"} 3.0' in text
+
+
+async def test_no_key_configured_means_open(aiohttp_client, qwen3):
+    client = await aiohttp_client(create_app(ServerConfig(), qwen3))
+    assert (await client.get("/v1/models")).status == 200
+
+
+def test_official_client_gets_authentication_error(qwen3):
+    server = LoopbackServer(lambda: create_app(ServerConfig(api_key=KEY), qwen3)).start()
+    try:
+        with pytest.raises(openai.AuthenticationError) as err:
+            openai.OpenAI(base_url=f"{server.url}/v1", api_key="nope", max_retries=0).models.list()
+        assert err.value.status_code == 401
+        models = openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0).models.list()
+        assert [m.id for m in models.data] == ["tiny-qwen3"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("header,token", [
+    (None, None), ("", None), ("Bearer", None), ("Bearer ", None), ("Bearer abc", "abc"),
+    ("bearer abc", "abc"), ("BEARER  abc ", "abc"), ("Basic abc", None), ("abc", None),
+])
+def test_bearer_token_parsing(header, token):
+    assert bearer_token(header) == token
