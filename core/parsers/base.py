@@ -77,6 +77,19 @@ class ReasoningParser(ABC):
     def finish(self, state: State) -> tuple[str, str]:
         """End of output: flush held-back text as (reasoning_delta, content_delta)."""
 
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        """Non-streaming split, equal to vLLM's `extract_reasoning` (empty parts become None).
+
+        The default is one `feed` plus `finish`; families whose vLLM non-streaming rule cannot be
+        expressed by a streaming machine (it looks ahead, e.g. R1 drops text before a late
+        `<think>`) override this with the exact rule.
+        """
+        state = self.start(prompt_token_ids)
+        r1, c1 = self.feed(state, text, token_ids)
+        r2, c2 = self.finish(state)
+        return (r1 + r2) or None, (c1 + c2) or None
+
     def reasoning_finished(self, state: State) -> bool:
         """Whether the parser has left the reasoning section (content follows)."""
         return bool(state.get("ended"))
@@ -109,9 +122,38 @@ class ToolParser(ABC):
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         """End of output: flush held-back text and unsent argument tails."""
 
+    def extract_complete(self, text: str, token_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """Non-streaming extraction, equal to vLLM's `extract_tool_calls`.
+
+        Returns (calls, content): `calls` is None when no tool was called (vLLM's
+        `tools_called=False`), else a list of {"id": str|None, "name", "arguments"}. The default
+        aggregates `feed` + `finish`; families override it where vLLM's non-streaming rule looks
+        ahead (e.g. hermes falls back to plain content when any call is not valid JSON).
+        """
+        state = self.start()
+        content, deltas = self.feed(state, text, token_ids)
+        tail, more = self.finish(state)
+        calls = aggregate_tool_deltas(deltas + more)
+        content = (content + tail) or None
+        return (calls or None), content
+
     def adjust_request(self, request: Any) -> Any:
         """Render-side adjustment of the chat request (e.g. hermes: skip_special_tokens=False).
 
         May mutate and must return the request; called before sampling params are built.
         """
         return request
+
+
+def aggregate_tool_deltas(deltas: list[ToolCallDelta]) -> list[dict[str, Any]]:
+    """Fold streaming tool-call deltas into complete calls [{id, name, arguments}] by index."""
+    calls: dict[int, dict[str, Any]] = {}
+    for delta in deltas:
+        call = calls.setdefault(delta["index"], {"id": None, "name": "", "arguments": ""})
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        function = delta.get("function") or {}
+        call["name"] += function.get("name") or ""
+        call["arguments"] += function.get("arguments") or ""
+    return [calls[i] for i in sorted(calls)]

@@ -1,0 +1,252 @@
+"""hermes / qwen3_json: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (spec 6.3).
+
+vLLM's non-streaming rule (`extract_complete`, exact): content is the text before the first
+`<tool_call>`; every `<tool_call>(.*?)</tool_call>` (or an unclosed last one) must hold a JSON
+object with "name" (a string) and "arguments", whose value is re-serialized with
+`json.dumps(..., ensure_ascii=False)`; if any call fails, there are no calls and the whole text
+is content. Text after a call is dropped.
+
+Streaming (`feed`): content streams until the first `<tool_call>` (holding back only a partial
+tag). Inside a call the body is read by the incremental JSON scanner, which re-serializes the
+"arguments" value as it goes, so the fragments concatenate to exactly the non-streaming string.
+The name delta goes out once the "name" string is complete. State: the phase, a partial-tag
+tail, the scanner state and — only until the name is known — the raw call text, so that a call
+that breaks before anything of it was sent can still fall back to plain content like vLLM does.
+A call that breaks after its name was sent cannot be taken back (vLLM's stream has the same
+limit); the rest of its body is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from core.parsers.base import State, ToolCallDelta, ToolParser
+from core.parsers.jsonstream import JsonScanner, new_state
+from core.parsers.registry import register_tool
+from core.parsers.text import partial_suffix
+
+TOOL_START = "<tool_call>"
+TOOL_END = "</tool_call>"
+_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+_WS = " \t\n\r"
+
+
+class JsonCallReader:
+    """Streams one JSON call object `{"name": .., ARGS_KEY: ..}` through the scanner.
+
+    Shared by the JSON-object families. Keeps in `call` (a dict inside the parser state):
+    `js` scanner state, `nm` the name's JSON text while it is read, `name`, `hdr` whether the
+    name delta was sent, `pa` argument text waiting for the name, `ak` which args key was seen.
+    """
+
+    def __init__(self, args_keys: tuple[str, ...]) -> None:
+        self.args_keys = args_keys
+
+    @staticmethod
+    def new_call(index: int) -> dict[str, Any]:
+        return {"i": index, "js": new_state(1), "nm": "", "name": None, "hdr": False, "pa": "",
+                "ak": None, "bad": False}
+
+    def feed(self, call: dict[str, Any], text: str, out: list[ToolCallDelta]) -> int:
+        """Feed JSON text; append deltas to out; return characters used (stops when the object is done)."""
+        scanner = JsonScanner(call["js"])
+        used = scanner.feed(text)
+        self._events(call, scanner.events, out)
+        return used
+
+    def finish_scalar(self, call: dict[str, Any], out: list[ToolCallDelta]) -> None:
+        scanner = JsonScanner(call["js"])
+        scanner.finish()
+        self._events(call, scanner.events, out)
+
+    def _events(self, call: dict[str, Any], events: list[tuple], out: list[ToolCallDelta]) -> None:
+        for ev in events:
+            kind = ev[0]
+            if kind == "frag":
+                key = ev[1]
+                if key == "name":
+                    call["nm"] += ev[2]
+                elif key in self.args_keys and key == call["ak"]:
+                    if call["hdr"]:
+                        out.append({"index": call["i"], "function": {"arguments": ev[2]}})
+                    else:
+                        call["pa"] += ev[2]
+            elif kind == "start":
+                key = ev[1]
+                if key in self.args_keys:
+                    if call["ak"] is not None:  # a repeated args key: json.loads keeps the last one
+                        call["bad"] = True
+                    call["ak"] = key
+                    call["pa"] = "" if not call["hdr"] else call["pa"]
+                elif key == "name":
+                    if call["name"] is not None:
+                        call["bad"] = True
+                    call["nm"] = ""
+            elif kind == "end" and ev[1] == "name":
+                try:
+                    name = json.loads(call["nm"])
+                except ValueError:
+                    name = None
+                if not isinstance(name, str):
+                    call["bad"] = True
+                    continue
+                call["name"] = name
+                if not call["hdr"] and not call["bad"]:
+                    call["hdr"] = True
+                    out.append({"index": call["i"], "id": None, "type": "function",
+                                "function": {"name": name, "arguments": call["pa"]}})
+                    call["pa"] = ""
+            elif kind == "error":
+                call["bad"] = True
+
+    @staticmethod
+    def complete(call: dict[str, Any]) -> bool:
+        """The object was read completely and has a string name and an args value."""
+        js = call["js"]
+        return bool(js["done"] and not js["err"] and not call["bad"] and call["name"] is not None
+                    and call["ak"] is not None and call["hdr"])
+
+
+@register_tool("hermes", "qwen3_json")
+class HermesToolParser(ToolParser):
+    name = "hermes"
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.reader = JsonCallReader(("arguments",))
+
+    def adjust_request(self, request: Any) -> Any:
+        if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
+            request.skip_special_tokens = False
+        return request
+
+    # -- non-streaming: vLLM's rule, exactly ---------------------------------------------
+
+    def extract_complete(self, text: str, token_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        if TOOL_START not in text:
+            return None, text
+        try:
+            calls = []
+            for closed, unclosed in _CALL_RE.findall(text):
+                obj = json.loads(closed if closed else unclosed)
+                name = obj["name"]
+                if not isinstance(name, str):
+                    raise TypeError("name")
+                calls.append({"id": None, "name": name,
+                              "arguments": json.dumps(obj["arguments"], ensure_ascii=False)})
+        except Exception:  # noqa: BLE001 - vLLM falls back to plain content on any failure
+            return None, text
+        content = text[: text.find(TOOL_START)]
+        return calls, content or None
+
+    # -- streaming --------------------------------------------------------------------------
+
+    def start(self) -> State:
+        # ph: "T" text before any call, "I" inside a call, "B" after a call, "X" fell back to content
+        return {"ph": "T", "h": "", "n": 0, "c": None, "raw": None}
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        buf = state["h"] + text if state["h"] else text
+        state["h"] = ""
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        pos = 0
+        while pos < len(buf):
+            ph = state["ph"]
+            if ph == "X":
+                content.append(buf[pos:])
+                pos = len(buf)
+            elif ph in ("T", "B"):
+                at = buf.find(TOOL_START, pos)
+                if at == -1:
+                    keep = partial_suffix(buf[pos:], (TOOL_START,))
+                    if ph == "T":
+                        content.append(buf[pos:len(buf) - keep])
+                    state["h"] = buf[len(buf) - keep:]
+                    pos = len(buf)
+                else:
+                    if ph == "T":
+                        content.append(buf[pos:at])
+                    pos = at + len(TOOL_START)
+                    self._open_call(state)
+            else:  # inside a call: only </tool_call> ends it
+                at = buf.find(TOOL_END, pos)
+                end = at if at != -1 else len(buf) - partial_suffix(buf[pos:], (TOOL_END,))
+                self._call_text(state, buf[pos:end], out, content)
+                if at == -1:
+                    state["h"] = buf[end:]
+                    pos = len(buf)
+                else:
+                    pos = at + len(TOOL_END)
+                    if state["ph"] == "I":
+                        self._close_call(state, out, content, closed=True)
+                    elif state["ph"] == "X":
+                        content.append(TOOL_END)
+        return "".join(content), out
+
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        held, state["h"] = state["h"], ""
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        if state["ph"] in ("T", "X"):
+            content.append(held)
+        elif state["ph"] == "I":
+            self._call_text(state, held, out, content)
+            if state["ph"] == "I":
+                self._close_call(state, out, content, closed=False)
+            elif state["ph"] == "X":
+                pass
+        return "".join(content), out
+
+    # -- call handling ----------------------------------------------------------------------
+
+    def _open_call(self, state: State) -> None:
+        state["ph"] = "I"
+        state["c"] = self.reader.new_call(state["n"])
+        state["n"] += 1
+        # raw text is kept only until the name is sent, for the plain-content fallback
+        state["raw"] = TOOL_START if state["n"] == 1 else None
+        state["post"] = False
+
+    def _call_text(self, state: State, text: str, out: list[ToolCallDelta], content: list[str]) -> None:
+        call = state["c"]
+        if not text or call is None:
+            return
+        if state["raw"] is not None:
+            state["raw"] += text
+        js = call["js"]
+        if js["done"] or js["err"] or call["bad"]:
+            if text.strip(_WS):
+                call["bad"] = True
+        else:
+            used = self.reader.feed(call, text, out)
+            if used < len(text) and text[used:].strip(_WS):
+                call["bad"] = True
+        if call["hdr"]:
+            state["raw"] = None
+        elif call["bad"] and state["raw"] is not None:
+            self._fall_back(state, content)
+
+    def _fall_back(self, state: State, content: list[str]) -> None:
+        """The first call broke before anything of it was sent: like vLLM, it is all content."""
+        content.append(state["raw"])
+        state["raw"] = None
+        state["c"] = None
+        state["ph"] = "X"
+
+    def _close_call(self, state: State, out: list[ToolCallDelta], content: list[str], closed: bool) -> None:
+        call = state["c"]
+        if call is not None and not call["js"]["done"]:
+            self.reader.finish_scalar(call, out)
+        if call is not None and not self.reader.complete(call) and state["raw"] is not None:
+            if closed:
+                state["raw"] += TOOL_END
+            self._fall_back(state, content)
+            return
+        state["c"] = None
+        state["raw"] = None
+        state["ph"] = "B"

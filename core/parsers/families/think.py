@@ -1,0 +1,201 @@
+"""`<think>`/`</think>` reasoning: deepseek_r1, qwen3, deepseek_v3.
+
+One tag-driven state machine: a phase ("R" reasoning, "C" content, "P" plain pass-through) and
+the few characters of a possibly-partial tag held back at the end of a feed. Each phase has a
+table of tags and what they do (drop the tag, switch phase, keep the tag as content). The work
+per feed is O(len(text)); the state is two short strings.
+
+Rules, from vLLM 0.33's non-streaming parsers (spec 6.3):
+* deepseek_r1 (`BaseThinkingReasoningParser`): text after the first `</think>` is content;
+  before it, reasoning. Its non-streaming rule also drops any text before a `<think>` — a look
+  ahead no stream can do, so `parse_complete` applies it on the whole text while the stream
+  (like vLLM's own stream) keeps such text as reasoning. The prompt is not consulted.
+* qwen3 (engine grammar): reasoning until `</think>`, or until `<tool_call>` (implicit end; the
+  tag stays for the tool parser); `<think>`, `<|im_start|>` and `<|im_end|>` are dropped, and
+  after reasoning a repeated `</think>` is dropped too. `enable_thinking: false` means plain
+  content (nothing dropped). A prompt that already closed reasoning (spec 7.3) starts in content.
+* deepseek_v3: deepseek_r1 when the template kwargs turn `thinking`/`enable_thinking` on,
+  otherwise everything is content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.parsers.base import ParserContext, ReasoningParser, State
+from core.parsers.registry import register_reasoning
+from core.parsers.text import find_first, partial_suffix
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+# an action: (next_phase or None to stay, keep the tag text as output of the new phase)
+Action = tuple[str | None, bool]
+
+
+class ThinkTagReasoningParser(ReasoningParser):
+    """Table-driven tag machine; subclasses fill `tables()` and the initial phase."""
+
+    name = "think"
+
+    def __init__(self, ctx: ParserContext) -> None:
+        super().__init__(ctx)
+        tok = ctx.tokenizer
+        self.start_id = tok.token_to_id(THINK_START)
+        self.end_id = tok.token_to_id(THINK_END)
+        if self.start_id is None or self.end_id is None:
+            raise ValueError(f"{self.name} reasoning parser could not locate think start/end tokens in the tokenizer!")
+        self._tables = self.tables()
+        self._tags = {phase: tuple(table) for phase, table in self._tables.items()}
+
+    def tables(self) -> dict[str, dict[str, Action]]:
+        raise NotImplementedError
+
+    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
+        return "R"
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
+        return {"p": self.initial_phase(prompt_token_ids), "h": ""}
+
+    def reasoning_finished(self, state: State) -> bool:
+        return state["p"] != "R"
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        if not text:
+            return "", ""
+        buf = state["h"] + text if state["h"] else text
+        reasoning: list[str] = []
+        content: list[str] = []
+        pos = 0
+        phase = state["p"]
+        while True:
+            tags = self._tags[phase]
+            if not tags:
+                (reasoning if phase == "R" else content).append(buf[pos:])
+                pos = len(buf)
+                break
+            at, tag = find_first(buf, tags, pos)
+            if tag is None:
+                keep = partial_suffix(buf[pos:], tags)
+                end = len(buf) - keep
+                (reasoning if phase == "R" else content).append(buf[pos:end])
+                pos = end
+                break
+            (reasoning if phase == "R" else content).append(buf[pos:at])
+            nxt, keep_tag = self._tables[phase][tag]
+            if nxt is not None:
+                phase = nxt
+            if keep_tag:
+                (reasoning if phase == "R" else content).append(tag)
+            pos = at + len(tag)
+        state["p"] = phase
+        state["h"] = buf[pos:]
+        return "".join(reasoning), "".join(content)
+
+    def finish(self, state: State) -> tuple[str, str]:
+        held, state["h"] = state["h"], ""
+        if state["p"] == "R":
+            return held, ""
+        return "", held
+
+
+@register_reasoning("deepseek_r1")
+class DeepSeekR1ReasoningParser(ThinkTagReasoningParser):
+    name = "deepseek_r1"
+
+    def tables(self) -> dict[str, dict[str, Action]]:
+        return {"R": {THINK_START: (None, False), THINK_END: ("C", False)}, "C": {}}
+
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        for tid in reversed(token_ids):
+            if tid == self.start_id:
+                return False
+            if tid == self.end_id:
+                return True
+        return False
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        before, found, after = text.partition(THINK_START)
+        text = after if found else before
+        if THINK_END not in text:
+            return text, None
+        reasoning, _, content = text.partition(THINK_END)
+        return reasoning, content or None
+
+
+@register_reasoning("qwen3")
+class Qwen3ReasoningParser(ThinkTagReasoningParser):
+    name = "qwen3"
+    TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
+    TOOL_START = "<tool_call>"
+
+    def __init__(self, ctx: ParserContext) -> None:
+        self.thinking = ctx.chat_template_kwargs.get("enable_thinking", True)
+        tok = ctx.tokenizer
+        self.boundaries = tuple(t for t in self.TURN_BOUNDARIES if tok.token_to_id(t) is not None)
+        self.boundary_ids = frozenset(tok.token_to_id(t) for t in self.boundaries)
+        tool_id = tok.token_to_id(self.TOOL_START)
+        super().__init__(ctx)
+        self.reasoning_end_ids = frozenset(i for i in (self.end_id, tool_id) if i is not None)
+
+    def tables(self) -> dict[str, dict[str, Action]]:
+        drop: Action = (None, False)
+        reasoning = {THINK_START: drop, THINK_END: ("C", False), self.TOOL_START: ("C", True)}
+        content = {THINK_END: drop}
+        for tag in self.boundaries:
+            reasoning[tag] = drop
+            content[tag] = drop
+        return {"R": reasoning, "C": content, "P": {}}
+
+    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
+        if not self.thinking:
+            return "P"
+        if prompt_token_ids and self.boundary_ids and self.is_reasoning_end(prompt_token_ids):
+            return "C"
+        return "R"
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        if not self.thinking:
+            return None, text  # vLLM returns the output untouched, "" included
+        return super().parse_complete(text, token_ids, prompt_token_ids)
+
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        for tid in reversed(token_ids):
+            if tid in self.reasoning_end_ids:
+                return True
+            if tid == self.start_id:
+                return False
+            if tid in self.boundary_ids:
+                break
+        return not self.thinking
+
+
+@register_reasoning("deepseek_v3")
+class DeepSeekV3ReasoningParser(DeepSeekR1ReasoningParser):
+    name = "deepseek_v3"
+
+    def __init__(self, ctx: ParserContext) -> None:
+        kwargs = ctx.chat_template_kwargs
+        self.thinking = bool(kwargs.get("thinking", False)) or bool(kwargs.get("enable_thinking", False))
+        super().__init__(ctx)
+
+    def tables(self) -> dict[str, dict[str, Action]]:
+        tables = super().tables()
+        tables["P"] = {}
+        return tables
+
+    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
+        return "R" if self.thinking else "P"
+
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        return super().is_reasoning_end(token_ids) if self.thinking else True
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        if not self.thinking:
+            return None, text
+        return super().parse_complete(text, token_ids, prompt_token_ids)

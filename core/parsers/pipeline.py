@@ -1,0 +1,340 @@
+"""The chat output parser: reasoning parser, then tool parser, with the request's semantics.
+
+This is what derender (raw `/derender`) and the front door call. It composes the configured
+families the way vLLM 0.33's `DelegatingParser` + `assemble_chat_message_fields` do (spec 2.4
+steps 6-8, 5.3, 6.2):
+
+* tool parsers only with `--enable-auto-tool-choice`; `tool_choice` "none" passes content
+  through, a named tool makes the content the arguments, "required" reads a JSON list
+  `[{"name", "parameters"}]`, "auto" runs the family;
+* tool calls are kept only for required/named, or auto with tools and a tool parser; forced
+  calls turn a null content into ""; `parallel_tool_calls: false` keeps only the first call;
+* `include_reasoning: false` hides reasoning; `finish_reason` becomes "tool_calls" when calls
+  were returned, the engine said "stop" and the choice is not a named tool;
+* whitespace-only content before tool calls is dropped (held back while streaming until it is
+  known whether a call follows).
+
+All progress lives in one JSON-able `state` dict (the families' states inside it); its size is
+bounded by the current tool call, not by the output. Tool-call ids are derived from a per-stream
+random seed and the call index, so a retried chunk with the same state gets the same id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from core.model import ModelInfo
+from core.parsers.base import ParserContext, ReasoningParser, ToolCallDelta, ToolParser
+from core.parsers.jsonstream import JsonScanner, new_state
+from core.parsers.registry import get_reasoning_parser, get_tool_parser
+
+_WS = " \t\n\r"
+
+
+class _FunctionDefinition(BaseModel):
+    """The shape vLLM validates a tool_choice="required" output against."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    defer_loading: bool | None = None
+
+
+_REQUIRED_LIST = TypeAdapter(list[_FunctionDefinition])
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, exclude_none=False)
+    return value
+
+
+def tool_choice_of(request: Any) -> tuple[str, str | None]:
+    """("auto"|"none"|"required"|"named", named function or None)."""
+    choice = getattr(request, "tool_choice", None)
+    if isinstance(choice, str):
+        return choice, None
+    if choice is None:
+        return ("auto" if getattr(request, "tools", None) else "none"), None
+    choice = _dump(choice)
+    if isinstance(choice, dict):
+        function = choice.get("function") or {}
+        name = function.get("name") if isinstance(function, dict) else None
+        return "named", name
+    return "none", None
+
+
+def history_tool_call_count(request: Any) -> int:
+    count = 0
+    for message in getattr(request, "messages", None) or ():
+        message = _dump(message)
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                count += len(calls)
+    return count
+
+
+class ChatOutputParser:
+    """Per-request parser; immutable configuration, progress in the caller's state dict."""
+
+    def __init__(self, *, model: ModelInfo, reasoning: ReasoningParser | None, tools: ToolParser | None,
+                 request: Any, enable_auto_tool_choice: bool) -> None:
+        self.model = model
+        self.reasoning = reasoning
+        self.tools = tools
+        self.request = request
+        self.choice, self.named = tool_choice_of(request)
+        self.include_reasoning = getattr(request, "include_reasoning", True) is not False
+        self.parallel = getattr(request, "parallel_tool_calls", True) is not False
+        self.forced = self.choice in ("required", "named")
+        self.keeps_calls = self.forced or (
+            enable_auto_tool_choice and tools is not None and self.choice == "auto"
+            and bool(getattr(request, "tools", None)))
+        if tools is None:
+            self.mode = "plain"  # no tool phase: content passes through
+        elif self.choice == "none":
+            self.mode = "plain"
+        elif self.choice == "named" and tools.supports_required_and_named:
+            self.mode = "named"
+        elif self.choice == "required" and tools.supports_required_and_named:
+            self.mode = "required"
+        elif enable_auto_tool_choice:
+            self.mode = "auto"
+        else:
+            self.mode = "plain"
+        # ids the family mints itself (kimi_k2 counts from the calls already in the history)
+        self.id_base = history_tool_call_count(request) if tools is not None else 0
+
+    @classmethod
+    def for_request(cls, *, model: ModelInfo, reasoning_parser: str | None, tool_call_parser: str | None,
+                    enable_auto_tool_choice: bool, request: Any,
+                    chat_template_kwargs: dict[str, Any]) -> ChatOutputParser | None:
+        reasoning_cls = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
+        tool_cls = get_tool_parser(tool_call_parser) if (tool_call_parser and enable_auto_tool_choice) else None
+        if reasoning_cls is None and tool_cls is None:
+            return None
+        tools = getattr(request, "tools", None)
+        ctx = ParserContext(tokenizer=model.tokenizer,
+                            tools=[_dump(t) for t in tools] if tools else None,
+                            chat_template_kwargs=dict(chat_template_kwargs or {}),
+                            history_tool_call_count=history_tool_call_count(request))
+        return cls(model=model, reasoning=reasoning_cls(ctx) if reasoning_cls else None,
+                   tools=tool_cls(ctx) if tool_cls else None, request=request,
+                   enable_auto_tool_choice=enable_auto_tool_choice)
+
+    # -- render side ------------------------------------------------------------------------
+
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool | None:
+        return self.reasoning.is_reasoning_end(prompt_token_ids) if self.reasoning else None
+
+    # -- streaming --------------------------------------------------------------------------
+
+    def start(self, prompt_token_ids: Sequence[int] | None) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "r": self.reasoning.start(prompt_token_ids) if self.reasoning else None,
+            "t": None, "ts": False, "ws": "", "nw": False, "seed": secrets.token_hex(8),
+        }
+        if self.mode == "auto":
+            state["t"] = self.tools.start()
+        elif self.mode == "named":
+            state["t"] = {"hdr": False}
+        elif self.mode == "required":
+            state["t"] = {"js": new_state(2), "n": 0, "cur": None}
+        return state
+
+    def feed(self, state: dict[str, Any], text: str, token_ids: Sequence[int]) -> dict[str, Any] | None:
+        if self.reasoning is not None:
+            reasoning, content = self.reasoning.feed(state["r"], text, token_ids)
+        else:
+            reasoning, content = "", text
+        content, calls = self._tool_phase(state, content, token_ids, final=False)
+        return self._delta(state, reasoning, content, calls)
+
+    def finish(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        reasoning, content = ("", "")
+        if self.reasoning is not None:
+            reasoning, content = self.reasoning.finish(state["r"])
+        content, calls = self._tool_phase(state, content, (), final=True)
+        return self._delta(state, reasoning, content, calls)
+
+    def finish_reason(self, state: dict[str, Any], finish_reason: str | None) -> str | None:
+        if finish_reason == "stop" and state.get("ts") and self.choice != "named":
+            return "tool_calls"
+        return finish_reason
+
+    def _delta(self, state: dict[str, Any], reasoning: str, content: str,
+               calls: list[ToolCallDelta]) -> dict[str, Any] | None:
+        if not self.include_reasoning:
+            reasoning = ""
+        if calls:
+            if not self.keeps_calls:
+                calls = []
+            elif not self.parallel:
+                calls = [c for c in calls if c["index"] == 0]
+        if calls:
+            state["ts"] = True
+            for call in calls:
+                if "type" in call:
+                    call["type"] = "function"
+                    if call.get("id") is None:
+                        call["id"] = self._call_id(state, call["index"])
+        if not reasoning and not content and not calls:
+            return None
+        return {"reasoning": reasoning or None, "content": content or None, "tool_calls": calls}
+
+    def _call_id(self, state: dict[str, Any], index: int) -> str:
+        digest = hashlib.blake2b(f"{state['seed']}:{index}".encode(), digest_size=8).hexdigest()
+        return f"chatcmpl-tool-{digest}"
+
+    def _tool_phase(self, state: dict[str, Any], content: str, token_ids: Sequence[int],
+                    final: bool) -> tuple[str, list[ToolCallDelta]]:
+        mode = self.mode
+        if mode == "plain":
+            return content, []
+        if mode == "named":
+            return self._named(state, content, final)
+        if mode == "required":
+            return self._required(state, content, final)
+        tstate = state["t"]
+        text, calls = self.tools.feed(tstate, content, token_ids) if content else ("", [])
+        if final:
+            tail, more = self.tools.finish(tstate)
+            text += tail
+            calls = calls + more
+        return self._hold_leading_whitespace(state, text, calls, final), calls
+
+    def _hold_leading_whitespace(self, state: dict[str, Any], text: str, calls: list, final: bool) -> str:
+        """vLLM drops whitespace-only content when tools are called: hold it until we know."""
+        if state["nw"]:
+            return text
+        if calls:
+            state["ws"] = ""
+            state["nw"] = True  # content after the first call is the family's business
+            return text if text.strip(_WS) else ""
+        if text.strip(_WS):
+            held, state["ws"] = state["ws"], ""
+            state["nw"] = True
+            return held + text
+        state["ws"] += text
+        if final:
+            held, state["ws"] = state["ws"], ""
+            return held
+        return ""
+
+    def _named(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        """Named tool choice: the content *is* the arguments, sent raw (as vLLM does)."""
+        tstate = state["t"]
+        if tstate["hdr"]:
+            return "", ([{"index": 0, "function": {"arguments": content}}] if content else [])
+        state["ws"] += content
+        if not state["ws"].strip(_WS):
+            if final:
+                state["ws"] = ""
+            return "", []
+        tstate["hdr"] = True
+        args, state["ws"] = state["ws"], ""
+        return "", [{"index": 0, "id": None, "type": "function",
+                     "function": {"name": self.named, "arguments": args}}]
+
+    def _required(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        """tool_choice=required: a JSON list of {"name", "parameters"}, streamed call by call."""
+        tstate = state["t"]
+        out: list[ToolCallDelta] = []
+        js = tstate["js"]
+        if content and not (js["done"] or js["err"]):
+            scanner = JsonScanner(js)
+            scanner.feed(content)
+            self._required_events(tstate, scanner.events, out)
+        return "", out
+
+    def _required_events(self, tstate: dict[str, Any], events: list[tuple], out: list[ToolCallDelta]) -> None:
+        for ev in events:
+            kind = ev[0]
+            cur = tstate["cur"]
+            if kind == "start" and ev[1] in ("name", "parameters") and cur is None:
+                cur = tstate["cur"] = {"nm": "", "hdr": False, "pa": "", "p": False}
+            if cur is None:
+                continue
+            if kind == "start" and ev[1] == "parameters":
+                cur["p"] = True
+            elif kind == "frag" and ev[1] == "name":
+                cur["nm"] += ev[2]
+            elif kind == "frag" and ev[1] == "parameters":
+                if cur["hdr"]:
+                    out.append({"index": tstate["n"], "function": {"arguments": ev[2]}})
+                else:
+                    cur["pa"] += ev[2]
+            elif kind == "end" and ev[1] == "name" and not cur["hdr"]:
+                with contextlib.suppress(ValueError):
+                    name = json.loads(cur["nm"])
+                    if isinstance(name, str):
+                        cur["hdr"] = True
+                        out.append({"index": tstate["n"], "id": None, "type": "function",
+                                    "function": {"name": name, "arguments": cur["pa"]}})
+                        cur["pa"] = ""
+            elif kind == "obj":
+                if cur["hdr"] and not cur["p"]:
+                    out.append({"index": tstate["n"], "function": {"arguments": "null"}})
+                if cur["hdr"]:
+                    tstate["n"] += 1
+                tstate["cur"] = None
+
+    # -- non-streaming ----------------------------------------------------------------------
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, list[dict]]:
+        """(reasoning, content, tool_calls) exactly as vLLM 0.33's non-streaming derender."""
+        if self.reasoning is not None:
+            reasoning, content = self.reasoning.parse_complete(text, token_ids, prompt_token_ids)
+        else:
+            reasoning, content = None, text
+        calls, content = self._extract_tool_calls(content, token_ids)
+        if not self.include_reasoning:
+            reasoning = None
+        if not self.keeps_calls:
+            return reasoning, content, []
+        if self.forced:
+            content = content or ""
+        calls = calls or []
+        if not self.parallel:
+            calls = calls[:1]
+        seed = secrets.token_hex(8)
+        out = []
+        for index, call in enumerate(calls):
+            call_id = call.get("id") or self._call_id({"seed": seed}, index)
+            out.append({"id": call_id, "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]}})
+        return reasoning, content, out
+
+    def _extract_tool_calls(self, content: str | None, token_ids: Sequence[int]
+                            ) -> tuple[list[dict] | None, str | None]:
+        mode = self.mode
+        if self.tools is None or mode == "plain":
+            return [], content
+        if mode == "named":
+            if content is None or not content.strip():
+                return [], None
+            return [{"id": None, "name": self.named, "arguments": content}], None
+        if mode == "required":
+            parsed: list[_FunctionDefinition] = []
+            with contextlib.suppress(ValidationError, ValueError):
+                parsed = _REQUIRED_LIST.validate_json(content or "")
+            return [{"id": None, "name": d.name, "arguments": json.dumps(d.parameters, ensure_ascii=False)}
+                    for d in parsed], None
+        calls, rest = self.tools.extract_complete(content if content is not None else "", token_ids)
+        if calls:
+            if rest and rest.strip() == "":
+                rest = None
+            return calls, rest
+        if self.forced and (content is None or not content.strip()):
+            return [], None
+        return None, content

@@ -1,0 +1,108 @@
+"""Record golden parser answers from the real vLLM 0.33 (run with the oracle's venv, not ours).
+
+    $ORACLE_DIR/venv033/bin/python tests/core/parsers/vllm_oracle.py CASES.json OUT.json
+
+Each case: {"tokenizer": dir, "reasoning_parser", "tool_parser", "request": {...ChatCompletionRequest
+fields...}, "chat_template_kwargs": {...}, "text": str, "prompt_token_ids": [...]|null}.
+For each case we record vLLM's non-streaming `Parser.parse` (ids shape only) and its streaming
+`parse_delta` run one token at a time (aggregated), as vLLM's derender would see them.
+This file is a recording tool, never imported by the test suite.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.parser.parser_manager import ParserManager  # noqa: E402
+from vllm.tokenizers import get_tokenizer  # noqa: E402
+
+_TOKENIZERS = {}
+
+
+def tokenizer(path):
+    if path not in _TOKENIZERS:
+        _TOKENIZERS[path] = get_tokenizer(path)
+    return _TOKENIZERS[path]
+
+
+def id_shape(tool_id):
+    if tool_id is None:
+        return None
+    if tool_id.startswith("chatcmpl-tool-") and len(tool_id) == 30:
+        return "chatcmpl-tool-<16hex>"
+    return tool_id
+
+
+def token_texts(tok, ids):
+    """Per-token delta texts as an incremental detokenizer (skip_special_tokens=False) gives them."""
+    out, prev, start = [], "", 0
+    for i in range(len(ids)):
+        cur = tok.decode(ids[: i + 1], skip_special_tokens=False)
+        if cur.endswith("\ufffd") and i + 1 < len(ids):
+            out.append("")
+            continue
+        out.append(cur[len(prev):])
+        prev = cur
+    return out
+
+
+def run_case(case):
+    tok = tokenizer(case["tokenizer"])
+    cls = ParserManager.get_parser(tool_parser_name=case.get("tool_parser"),
+                                   reasoning_parser_name=case.get("reasoning_parser"),
+                                   enable_auto_tools=case.get("enable_auto_tools", True), tokenizer=tok)
+    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], **case.get("request", {})}
+    req = ChatCompletionRequest(**body)
+    kwargs = case.get("chat_template_kwargs", {})
+    text = case["text"]
+    ids = case.get("token_ids") or tok.encode(text, add_special_tokens=False)
+    result = {"token_ids": ids}
+    parser = cls(tok, req.tools, chat_template_kwargs=kwargs, model_config=None)
+    try:
+        reasoning, content, calls = parser.parse(text, req, case.get("enable_auto_tools", True), ids)
+        result["parse"] = {"reasoning": reasoning, "content": content, "tool_calls": [
+            {"id": id_shape(c.id), "name": c.name, "arguments": c.arguments} for c in (calls or [])]}
+    except Exception as exc:  # noqa: BLE001
+        result["parse"] = {"error": repr(exc)}
+    # streaming, one token per delta
+    parser = cls(tok, req.tools, chat_template_kwargs=kwargs, model_config=None)
+    prompt = case.get("prompt_token_ids") or []
+    agg = {"reasoning": "", "content": "", "tool_calls": {}}
+    try:
+        texts = token_texts(tok, ids)
+        for i, (t, tid) in enumerate(zip(texts, ids)):
+            d = parser.parse_delta(t, [tid], req, prompt, finished=(i == len(ids) - 1))
+            if d is None:
+                continue
+            agg["reasoning"] += d.reasoning or ""
+            agg["content"] += d.content or ""
+            for tc in d.tool_calls or []:
+                slot = agg["tool_calls"].setdefault(str(tc.index), {"id": None, "name": "", "arguments": ""})
+                if tc.id:
+                    slot["id"] = id_shape(tc.id)
+                if tc.function:
+                    slot["name"] += tc.function.name or ""
+                    slot["arguments"] += tc.function.arguments or ""
+        result["stream"] = agg
+    except Exception as exc:  # noqa: BLE001
+        result["stream"] = {"error": repr(exc)}
+    try:
+        result["is_reasoning_end_prompt"] = parser.is_reasoning_end(prompt) if prompt else None
+    except Exception as exc:  # noqa: BLE001
+        result["is_reasoning_end_prompt"] = repr(exc)
+    return result
+
+
+def main():
+    cases = json.load(open(sys.argv[1]))
+    out = []
+    for case in cases:
+        out.append({"case": case, "vllm": run_case(case)})
+    json.dump(out, open(sys.argv[2], "w"), ensure_ascii=False, indent=1)
+
+
+if __name__ == "__main__":
+    main()
