@@ -256,7 +256,7 @@ def record_chat() -> None:
            "ids past the tokenizer's vocab (151935 is a model-vocab pad slot, 200000 beyond)")
 
     # unicode
-    uni = "Grüße, 世界! 😀🎉 naïve café 日本語のテキスト 👨‍👩‍👧"
+    uni = "Grüße, 世界! 😀🎉🫠 naïve café 日本語のテキスト 👨‍👩‍👧 𓀀 鱻"
     r.call("unicode_emoji_cjk", P, path, body(gen([choice(q3.ids(uni) + [IM_END], "stop", IM_END)])),
            "CJK, emoji (byte-fallback pieces), ZWJ sequence", text=uni)
 
@@ -287,11 +287,11 @@ def record_chat() -> None:
     r.call("logprobs_legacy_no_chat_request", P, path,
            body(gen([choice(lp_ids, "length", logprobs=lp_legacy(lp_ids, 3))]), None),
            "legacy shape, no chat_request")
-    emo = q3.ids("a😀b🎉")
+    emo = q3.ids("a🫠b𓀀c鱻")
     r.call("logprobs_byte_fallback_emoji", P, path,
            body(gen([choice(emo, "length", logprobs=lp_new(emo, 2))]),
                 dict(chat, logprobs=True, top_logprobs=1)),
-           "emoji split over byte tokens: token strings / bytes per piece")
+           "characters split over byte-level tokens: token strings / bytes per piece, U+FFFD repair")
     r.call("logprobs_with_eos_dropped", P, path,
            body(gen([choice(hello[:3] + [IM_END], "stop", IM_END,
                             logprobs=lp_new(hello[:3] + [IM_END], 2))]),
@@ -467,7 +467,7 @@ def record_completions() -> None:
                {"token_id": paris[0], "logprob": -9999.0, "rank": None, "top_logprobs": []},
                lp_new(paris[1:2], 2)["content"][0]]})], CRID)], dict(creq, logprobs=1)),
            "a position without candidates gives a null top_logprobs entry")
-    emo = q3.ids(" 😀🎉 日本")
+    emo = q3.ids(" 😀🫠 日本 𓀀")
     r.call("logprobs_emoji_text_offset", P, path,
            body([gen([choice(emo, "length", logprobs=lp_new(emo, 2))], CRID)], dict(creq, logprobs=1)),
            "text_offset over byte-fallback tokens")
