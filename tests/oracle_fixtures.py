@@ -48,6 +48,27 @@ def case_by_name(name: str, case_name: str) -> dict[str, Any]:
     raise KeyError(f"{name}: no case {case_name!r}")
 
 
+def stream_calls(case: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
+    """The calls of a streaming case as ``(request without stream_state, status, chunk)``.
+
+    Works for both stored forms: full ``calls`` (the response's ``chunk`` is returned, or the
+    error body) and compact ``stream`` (``common`` + one ``chunks`` entry per call). The
+    caller threads its own stream_state from call to call."""
+    out: list[tuple[dict[str, Any], int, Any]] = []
+    if "calls" in case:
+        for call in case["calls"]:
+            req = {k: v for k, v in call["request"].items() if k != "stream_state"}
+            resp = call["response"]
+            if call["status"] == 200 and isinstance(resp, dict) and "chunk" in resp:
+                resp = resp["chunk"]
+            out.append((req, call["status"], resp))
+        return out
+    stream = case["stream"]
+    for chunk, status, resp in zip(stream["chunks"], stream["statuses"], stream["responses"]):
+        out.append((dict(stream["common"], generate_chunk=chunk), status, resp))
+    return out
+
+
 def scrub(value: Any) -> Any:
     """A copy with volatile values replaced by placeholders, for equality checks:
     ``created`` -> 0, tool-call ids of the ``chatcmpl-tool-<16 hex>`` shape -> that

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.oracle_fixtures import ORACLE_FIXTURES, load_document, load_fixture, scrub
+from tests.oracle_fixtures import (ORACLE_FIXTURES, load_document, load_fixture, scrub,
+                                  stream_calls)
 
 FILES = sorted(p.stem for p in ORACLE_FIXTURES.glob("*.json"))
 
@@ -21,6 +22,10 @@ def test_fixture_schema(name: str) -> None:
         if "calls" in case:
             assert case["calls"] and all({"request", "status", "response"} <= c.keys()
                                          for c in case["calls"])
+        elif "stream" in case:
+            calls = stream_calls(case)
+            assert calls and len(calls) == len(case["stream"]["statuses"])
+            assert all(req["stream"] is True and "generate_chunk" in req for req, _, _ in calls)
         else:
             assert {"request", "status", "response", "path"} <= case.keys()
 

@@ -177,9 +177,25 @@ class Recorder:
                "servers": self.servers}
         doc.update(top)
         doc["cases"] = self.cases
-        path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(pretty(doc) + "\n", encoding="utf-8")
         print(f"wrote {path} ({len(self.cases)} cases)")
         return path
+
+
+def pretty(obj: Any, level: int = 0) -> str:
+    """Pretty JSON (indent 1) that keeps short containers and lists of scalars on one line,
+    so token-id lists do not take one line per id."""
+    compact = json.dumps(obj, ensure_ascii=False)
+    scalar_list = isinstance(obj, list) and all(not isinstance(v, (list, dict)) for v in obj)
+    if not isinstance(obj, (list, dict)) or scalar_list or len(compact) <= 80:
+        return compact
+    pad, inner = " " * level, " " * (level + 1)
+    if isinstance(obj, list):
+        items = [inner + pretty(v, level + 1) for v in obj]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    items = [inner + json.dumps(k, ensure_ascii=False) + ": " + pretty(v, level + 1)
+             for k, v in obj.items()]
+    return "{\n" + ",\n".join(items) + "\n" + pad + "}"
 
 
 def wait_for(port: int, timeout: float = 300) -> None:

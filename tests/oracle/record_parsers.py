@@ -1,0 +1,298 @@
+"""Record vLLM 0.33's reasoning / tool-call parser answers through derender (issue 4).
+
+For every scenario (a chat request + an assistant output text) this records:
+  * ``<scenario>``            non-streaming POST /v1/chat/completions/derender
+  * ``<scenario>__stream_1``  the same tokens streamed one token per call
+  * ``<scenario>__stream_N``  ... and in chunks of N tokens (N = 5 by default)
+The output text is tokenized with the model's tokenizer.json, the EOS id is appended (the
+engine's form: EOS last in token_ids, finish_reason "stop", stop_reason = EOS id) unless the
+scenario ends by ``length``. The prompt ids are rendered by the same server.
+
+Streaming cases are stored compactly (see tests/oracle/README.md, "compact streams"):
+``stream.common`` is what every request carried besides generate_chunk and stream_state
+(vLLM's own state is echoed between calls but not stored: ours differs by design),
+``stream.chunks[i]`` the generate_chunk of call i, ``stream.statuses[i]`` / ``stream.responses[i]``
+what came back (the ``chunk`` part), and ``aggregate`` the concatenated deltas.
+
+Usage: record_parsers.py [family ...]   families: hermes_qwen3 llama3_json deepseek_r1 pythonic ...
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle_client import Recorder, Tok, post  # noqa: E402
+
+SCRIPT = "tests/oracle/record_parsers.py"
+CHAT = "/v1/chat/completions/derender"
+RID = "generate-tokens-chatcmpl-a1b2c3d4e5f60718"
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather for a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+        "required": ["city"]}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Current time in a timezone",
+    "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web",
+    "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "limit": {"type": "integer"}, "exact": {"type": "boolean"},
+        "filters": {"type": "object"}, "tags": {"type": "array", "items": {"type": "string"}}}}}}
+TOOLS = [WEATHER, TIME, SEARCH]
+
+
+def aggregate(responses: list[Any], statuses: list[int]) -> dict[str, Any]:
+    """Concatenate streamed deltas into one message-like summary."""
+    agg: dict[str, Any] = {"role": None, "content": None, "reasoning": None, "tool_calls": [],
+                           "finish_reason": None, "stop_reason": None, "error": None}
+    calls: dict[int, dict[str, Any]] = {}
+    for st, resp in zip(statuses, responses):
+        if st != 200:
+            agg["error"] = resp
+            break
+        for ch in resp["choices"]:
+            d = ch["delta"]
+            if d.get("role"):
+                agg["role"] = d["role"]
+            for key in ("content", "reasoning"):
+                if d.get(key) is not None:
+                    agg[key] = (agg[key] or "") + d[key]
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc["index"], {"index": tc["index"], "id": None, "type": None,
+                                                   "name": None, "arguments": ""})
+                if tc.get("id"):
+                    c["id"] = tc["id"]
+                if tc.get("type"):
+                    c["type"] = tc["type"]
+                f = tc.get("function") or {}
+                if f.get("name"):
+                    c["name"] = (c["name"] or "") + f["name"]
+                if f.get("arguments"):
+                    c["arguments"] += f["arguments"]
+            if ch.get("finish_reason"):
+                agg["finish_reason"] = ch["finish_reason"]
+                agg["stop_reason"] = ch.get("stop_reason")
+    agg["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return agg
+
+
+class Family:
+    """Records scenarios for one server (one set of parser flags)."""
+
+    def __init__(self, rec: Recorder, key: str, port: int, model: str, flags: list[str],
+                 tok: Tok, eos: int, chunk_sizes: tuple[int, ...] = (1, 5),
+                 chat_defaults: dict[str, Any] | None = None) -> None:
+        self.rec, self.port, self.model, self.tok, self.eos = rec, port, model, tok, eos
+        self.key = rec.server(key, port, model, flags)
+        self.chunk_sizes = chunk_sizes
+        self.chat_defaults = chat_defaults or {}
+        self._prompts: dict[str, list[int]] = {}
+
+    def prompt(self, req: dict[str, Any]) -> list[int]:
+        k = json.dumps(req, sort_keys=True)
+        if k not in self._prompts:
+            st, g = post(self.port, "/v1/chat/completions/render", req)
+            assert st == 200, g
+            self._prompts[k] = g["token_ids"]
+        return self._prompts[k]
+
+    def scenario(self, name: str, req: dict[str, Any], text: str, description: str,
+                 finish: str = "stop", ids: list[int] | None = None,
+                 chunk_sizes: tuple[int, ...] | None = None, finish_only_tail: bool = False,
+                 logprobs: bool = False) -> None:
+        req = {"model": self.model, **self.chat_defaults, **req}
+        prompt = self.prompt({k: v for k, v in req.items() if k not in ("stream",)})
+        out = list(ids) if ids is not None else self.tok.ids(text)
+        if finish == "stop" and ids is None:
+            out.append(self.eos)
+        stop_reason = self.eos if (finish == "stop" and out and out[-1] == self.eos) else None
+        lp = None
+        if logprobs:
+            from record_derender import lp_new
+            lp = lp_new(out, 2)
+        choice = {"index": 0, "finish_reason": finish, "stop_reason": stop_reason, "token_ids": out}
+        if lp:
+            choice["logprobs"] = lp
+        body = {"model": self.model,
+                "generate_response": {"request_id": RID, "output_mode": "tokens", "choices": [choice]},
+                "prompt_tokens": len(prompt), "prompt_token_ids": prompt, "chat_request": req}
+        self.rec.call(name, self.key, CHAT, body, description, text=text)
+        for size in chunk_sizes or self.chunk_sizes:
+            self.stream(f"{name}__stream_{size}", req, prompt, out, finish, stop_reason, size,
+                        description + f" (streamed, {size} token(s) per call)", text,
+                        finish_only_tail, lp)
+
+    def stream(self, name: str, req: dict[str, Any], prompt: list[int], out: list[int],
+               finish: str, stop_reason: Any, size: int, description: str, text: str,
+               finish_only_tail: bool = False, lp: dict[str, Any] | None = None) -> None:
+        sreq = dict(req, stream=True)
+        parts = [out[i:i + size] for i in range(0, len(out), size)]
+        chunks = []
+        pos = 0
+        for i, p in enumerate(parts):
+            last = i == len(parts) - 1 and not finish_only_tail
+            ch = {"index": 0, "finish_reason": finish if last else None,
+                  "stop_reason": stop_reason if last else None, "token_ids": p,
+                  "routed_experts": None, "sampling_mask": None, "weight_versions": None,
+                  "logprobs": {"content": lp["content"][pos:pos + len(p)]} if lp else None}
+            pos += len(p)
+            chunks.append({"request_id": RID, "usage": None, "output_mode": "tokens", "choices": [ch]})
+        if finish_only_tail:
+            chunks.append({"request_id": RID, "usage": None, "output_mode": "tokens", "choices": [
+                {"index": 0, "finish_reason": finish, "stop_reason": stop_reason, "token_ids": [],
+                 "routed_experts": None, "sampling_mask": None, "weight_versions": None,
+                 "logprobs": None}]})
+        common = {"stream": True, "model": self.model, "prompt_tokens": len(prompt),
+                  "prompt_token_ids": prompt, "chat_request": sreq}
+        state, statuses, responses = None, [], []
+        for ch in chunks:
+            body = dict(common, generate_chunk=ch, stream_state=state)
+            st, resp = post(self.port, CHAT, body)
+            statuses.append(st)
+            if st == 200:
+                state = resp["stream_state"]
+                responses.append(resp["chunk"])
+            else:
+                responses.append(resp)
+                break
+        self.rec.add({"name": name, "server": self.key, "description": description,
+                      "method": "POST", "path": CHAT, "text": text,
+                      "stream": {"common": common, "chunks": chunks[:len(statuses)],
+                                 "statuses": statuses, "responses": responses},
+                      "aggregate": aggregate(responses, statuses)})
+
+
+def tc(name: str, args: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+
+
+# ------------------------------------------------------------ hermes + qwen3 ---
+def hermes_qwen3() -> None:
+    rec = Recorder("parsers_hermes_qwen3", "vLLM 0.33 derender with --tool-call-parser hermes "
+                   "--reasoning-parser qwen3 --enable-auto-tool-choice (tiny-qwen3)", SCRIPT)
+    q3 = Tok("tiny-qwen3")
+    f = Family(rec, "q3-hermes-qwen3", 8110, "tiny-qwen3",
+               ["--served-model-name tiny-qwen3", "--tool-call-parser hermes",
+                "--reasoning-parser qwen3", "--enable-auto-tool-choice"], q3, 151645)
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+    nothink = {"chat_template_kwargs": {"enable_thinking": False}}
+    T = {"messages": user, "tools": TOOLS}
+    think = "<think>\nThe user wants the weather. I should call get_weather.\n</think>\n\n"
+    paris = tc("get_weather", {"city": "Paris", "unit": "c"})
+    f.scenario("reasoning_content", {"messages": user},
+               "<think>\nLet me think about this.\nParis is in France.\n</think>\n\nIt is sunny in Paris.",
+               "reasoning then content, no tools")
+    f.scenario("reasoning_content_tools_present", T,
+               "<think>\nNo tool needed.\n</think>\n\nI cannot check live weather.",
+               "reasoning then content with tools in the request (auto)")
+    f.scenario("no_think_tags", {"messages": user}, "Plain answer without think tags.",
+               "no <think> tags in the output; the prompt leaves reasoning open")
+    f.scenario("only_close_think", {"messages": user}, "pre-opened reasoning\n</think>\n\nAnswer.",
+               "output starts inside reasoning (no <think>), then </think>")
+    f.scenario("reasoning_truncated_length", {"messages": user},
+               "<think>\nStill thinking about the", "finish length inside reasoning", finish="length")
+    f.scenario("enable_thinking_false_content", {"messages": user, **nothink},
+               "It is sunny in Paris.", "enable_thinking false: prompt closes reasoning, all content")
+    f.scenario("enable_thinking_false_with_tags", {"messages": user, **nothink},
+               "<think>\nodd\n</think>\n\nAnswer.", "enable_thinking false but the output has think tags")
+    f.scenario("tool_single", T, think + paris, "reasoning then one tool call")
+    f.scenario("tool_single_no_reasoning", {**T, **nothink}, paris,
+               "enable_thinking false, one tool call")
+    f.scenario("tool_two_calls", T, think + paris + "\n" + tc("get_time", {"tz": "Europe/Paris"}),
+               "two tool calls")
+    f.scenario("tool_three_calls_no_newline", {**T, **nothink},
+               tc("get_weather", {"city": "Oslo"}) + tc("get_weather", {"city": "Rome"})
+               + tc("get_time", {}), "three calls back to back, empty arguments in the last")
+    f.scenario("content_before_call", T, think + "Let me check that for you.\n" + paris,
+               "content text before the tool call")
+    f.scenario("content_after_call", {**T, **nothink}, paris + "\nDone.",
+               "text after the closing </tool_call>")
+    f.scenario("invalid_json", T, think + '<tool_call>\n{"name": "get_weather", "arguments": '
+               '{"city": }\n</tool_call>', "invalid JSON inside the tool call")
+    f.scenario("missing_name", {**T, **nothink}, '<tool_call>\n{"arguments": {"city": "Paris"}}\n</tool_call>',
+               "valid JSON without a name")
+    f.scenario("unicode_arguments", T, think + tc("get_weather", {"city": "東京 🗼 São Paulo"}),
+               "non-ASCII arguments (emitted raw, not \\u-escaped)")
+    f.scenario("unicode_arguments_escaped", {**T, **nothink},
+               '<tool_call>\n{"name": "get_weather", "arguments": {"city": "\\u6771\\u4eac"}}\n</tool_call>',
+               "arguments written with \\u escapes by the model")
+    f.scenario("nested_arguments", {**T, **nothink},
+               tc("search", {"query": "a {b} \"c\" [d]", "limit": 3, "exact": True,
+                             "filters": {"lang": "en", "range": [1, 2]}, "tags": ["x", "y}"]}),
+               "nested objects, arrays, braces and quotes inside strings")
+    f.scenario("compact_json", {**T, **nothink},
+               '<tool_call>{"name":"get_weather","arguments":{"city":"Paris"}}</tool_call>',
+               "compact JSON without newlines around it")
+    f.scenario("arguments_first", {**T, **nothink},
+               '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>',
+               "arguments key before name")
+    f.scenario("truncated_in_arguments", T, think + '<tool_call>\n{"name": "get_weather", "arguments": '
+               '{"city": "Par', "finish length in the middle of the arguments", finish="length")
+    f.scenario("truncated_after_name", {**T, **nothink}, '<tool_call>\n{"name": "get_weather", "argu',
+               "finish length right after the name", finish="length")
+    f.scenario("truncated_unclosed_call_stop", {**T, **nothink}, tc("get_weather", {"city": "Paris"})[:-12],
+               "complete JSON but no </tool_call>, then EOS")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, think + paris,
+               "tool_choice none: markup in the output")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"},
+               think + '[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+               "tool_choice required: the output is the JSON list form")
+    f.scenario("tool_choice_required_two", {**T, "tool_choice": "required", **nothink},
+               '[{"name": "get_weather", "parameters": {"city": "Paris"}}, '
+               '{"name": "get_time", "parameters": {"tz": "UTC"}}]',
+               "tool_choice required, two calls")
+    f.scenario("tool_choice_required_hermes_markup", {**T, "tool_choice": "required", **nothink}, paris,
+               "tool_choice required but the model wrote hermes markup")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    f.scenario("tool_choice_named", {**T, "tool_choice": named}, think + '{"city": "Paris"}',
+               "named tool_choice: the output is the arguments object")
+    f.scenario("tool_choice_named_no_think", {**T, "tool_choice": named, **nothink},
+               '{"city": "Paris", "unit": "f"}', "named tool_choice, enable_thinking false")
+    f.scenario("tool_choice_named_hermes_markup", {**T, "tool_choice": named}, think + paris,
+               "named tool_choice with the hermes markup the structural tag forces")
+    f.scenario("tool_choice_named_other_tool", {**T, "tool_choice": named, **nothink},
+               tc("get_time", {"tz": "UTC"}), "named get_weather but the output calls get_time")
+    f.scenario("tool_choice_required_markup_two", {**T, "tool_choice": "required"},
+               think + paris + "\n" + tc("get_time", {"tz": "UTC"}),
+               "tool_choice required with reasoning and two hermes calls (the structural-tag form)")
+    f.scenario("include_reasoning_false", {**T, "include_reasoning": False}, think + paris,
+               "include_reasoning false with a tool call")
+    f.scenario("include_reasoning_false_content", {"messages": user, "include_reasoning": False},
+               "<think>\nhidden\n</think>\n\nVisible.", "include_reasoning false, content only",
+               logprobs=True)
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               think + paris + "\n" + tc("get_time", {"tz": "UTC"}),
+               "parallel_tool_calls false with two calls in the output")
+    f.scenario("auto_without_tools", {"messages": user, **nothink}, paris,
+               "tool markup in the output but the request has no tools")
+    f.scenario("finish_only_tail", T, think + paris, "the finish arrives in a final chunk with no ids",
+               finish_only_tail=True)
+    f.scenario("logprobs_with_tool", {**T, "logprobs": True, "top_logprobs": 1, **nothink}, paris,
+               "logprobs on a tool-call output", logprobs=True)
+    f.scenario("return_token_ids_tool", {**T, "return_token_ids": True, **nothink}, paris,
+               "return_token_ids on a tool-call output")
+    hist = [{"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "user", "content": "And Rome?"}]
+    f.scenario("history_tool_calls", {"messages": hist, "tools": TOOLS},
+               think + tc("get_weather", {"city": "Rome"}), "multi-turn with a tool result in history")
+    f.scenario("im_end_inside_text_length", {"messages": user, **nothink},
+               "", "EOS then more tokens with finish length (EOS not last)", finish="length",
+               ids=q3.ids("Hi") + [151645] + q3.ids(" more"))
+    rec.write()
+
+
+SCENARIO_FAMILIES: dict[str, Callable[[], None]] = {"hermes_qwen3": hermes_qwen3}
+
+
+if __name__ == "__main__":
+    for fam in sys.argv[1:] or list(SCENARIO_FAMILIES):
+        SCENARIO_FAMILIES[fam]()
