@@ -290,7 +290,139 @@ def hermes_qwen3() -> None:
     rec.write()
 
 
-SCENARIO_FAMILIES: dict[str, Callable[[], None]] = {"hermes_qwen3": hermes_qwen3}
+L3_KW = {"chat_template_kwargs": {"date_string": "26 Jul 2024"}}
+EOT, EOM, PYTAG = 128009, 128008, "<|python_tag|>"
+
+
+def lj(name: str, args: dict[str, Any], key: str = "parameters") -> str:
+    return json.dumps({"name": name, key: args}, ensure_ascii=False)
+
+
+# ------------------------------------------------------------- llama3_json ----
+def llama3_json() -> None:
+    rec = Recorder("parsers_llama3_json", "vLLM 0.33 derender with --tool-call-parser llama3_json "
+                   "--enable-auto-tool-choice (tiny-llama3, Llama-3.2 chat template; "
+                   "chat_template_kwargs date_string pinned)", SCRIPT)
+    l3 = Tok("tiny-llama3")
+    f = Family(rec, "l3-llama3-json", 8121, "tiny-llama3",
+               ["--served-model-name tiny-llama3", "--tool-call-parser llama3_json",
+                "--enable-auto-tool-choice"], l3, EOT, chat_defaults=L3_KW)
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+    T = {"messages": user, "tools": TOOLS}
+    paris = lj("get_weather", {"city": "Paris", "unit": "c"})
+    f.scenario("content_only", T, "I can't check the weather right now.", "plain content with tools present")
+    f.scenario("content_no_tools", {"messages": user}, "Hello! How can I help?", "no tools in the request")
+    f.scenario("tool_single", T, paris, "one call with \"parameters\"")
+    f.scenario("tool_single_arguments_key", T, lj("get_weather", {"city": "Paris"}, "arguments"),
+               "one call with \"arguments\"")
+    f.scenario("python_tag_prefix", T, PYTAG + paris, "<|python_tag|> prefix before the JSON")
+    f.scenario("python_tag_eom", T, "", "<|python_tag|> call ended by <|eom_id|>",
+               ids=l3.ids(PYTAG + paris) + [EOM])
+    f.scenario("tool_two_calls", T, paris + "; " + lj("get_time", {"tz": "UTC"}),
+               "two calls joined by '; '")
+    f.scenario("content_before_call", T, "Sure, let me check. " + paris, "text before the JSON object")
+    f.scenario("invalid_json", T, '{"name": "get_weather", "parameters": {"city": }}', "invalid JSON")
+    f.scenario("missing_name", T, '{"parameters": {"city": "Paris"}}', "JSON without a name")
+    f.scenario("unicode_arguments", T, lj("get_weather", {"city": "東京 🗼 São Paulo"}), "non-ASCII arguments")
+    f.scenario("nested_arguments", T, lj("search", {"query": "a {b} \"c\"", "limit": 3, "exact": False,
+                                                     "filters": {"x": [1, {"y": None}]}}),
+               "nested arguments with braces in strings")
+    f.scenario("truncated_in_arguments", T, '{"name": "get_weather", "parameters": {"city": "Par',
+               "finish length inside the arguments", finish="length")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, paris, "tool_choice none")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"},
+               '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', "tool_choice required, JSON list form")
+    f.scenario("tool_choice_required_plain_form", {**T, "tool_choice": "required"}, paris,
+               "tool_choice required, the model's own JSON form")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    f.scenario("tool_choice_named", {**T, "tool_choice": named}, '{"city": "Paris"}',
+               "named tool_choice, bare arguments")
+    f.scenario("tool_choice_named_plain_form", {**T, "tool_choice": named}, paris,
+               "named tool_choice, the model's own JSON form")
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               paris + "; " + lj("get_time", {"tz": "UTC"}), "parallel_tool_calls false, two calls")
+    f.scenario("json_like_content", T, "{not json at all}", "content starting with a brace")
+    rec.write()
+
+
+# ------------------------------------------------------------- deepseek_r1 ----
+def deepseek_r1() -> None:
+    rec = Recorder("parsers_deepseek_r1", "vLLM 0.33 derender with --reasoning-parser deepseek_r1 "
+                   "only (no tool parser), tiny-qwen3 tokenizer (<think>=151667, </think>=151668)",
+                   SCRIPT)
+    q3 = Tok("tiny-qwen3")
+    f = Family(rec, "q3-deepseek-r1", 8122, "tiny-qwen3",
+               ["--served-model-name tiny-qwen3", "--reasoning-parser deepseek_r1"], q3, 151645)
+    user = [{"role": "user", "content": "Why is the sky blue?"}]
+    U = {"messages": user}
+    f.scenario("reasoning_content", U, "<think>\nRayleigh scattering.\n</think>\n\nBecause of scattering.",
+               "<think> ... </think> then content")
+    f.scenario("no_start_tag", U, "Rayleigh scattering.\n</think>\n\nBecause of scattering.",
+               "only </think> (R1 templates pre-open <think>)")
+    f.scenario("no_tags", U, "Because of scattering.", "no tags at all")
+    f.scenario("empty_reasoning", U, "<think></think>Answer.", "empty think block")
+    f.scenario("only_reasoning_stop", U, "<think>\nthinking only", "open think block then EOS")
+    f.scenario("truncated_length", U, "<think>\nStill thinking about", "finish length in reasoning",
+               finish="length")
+    f.scenario("content_empty_after", U, "<think>\nDone.\n</think>", "nothing after </think>")
+    f.scenario("second_think_in_content", U, "<think>a</think>b<think>c</think>d",
+               "a second think block inside the content")
+    f.scenario("unicode", U, "<think>\n考虑一下 🤔\n</think>\n\n因为散射。", "CJK and emoji")
+    f.scenario("include_reasoning_false", {**U, "include_reasoning": False},
+               "<think>\nhidden\n</think>\n\nVisible.", "include_reasoning false", logprobs=True)
+    f.scenario("enable_thinking_false_prompt", {**U, "chat_template_kwargs": {"enable_thinking": False}},
+               "Plain answer.", "Qwen3 template with enable_thinking false (prompt has an empty think block)")
+    f.scenario("tool_markup_without_tool_parser", {**U, "tools": TOOLS, "tool_choice": "none"},
+               "<think>\nx\n</think>\n\n" + tc("get_weather", {"city": "Paris"}),
+               "tool markup in content; no tool parser configured")
+    rec.write()
+
+
+def py_call(text: str) -> str:
+    return text
+
+
+# ---------------------------------------------------------------- pythonic ----
+def pythonic() -> None:
+    rec = Recorder("parsers_pythonic", "vLLM 0.33 derender with --tool-call-parser pythonic "
+                   "--enable-auto-tool-choice (tiny-llama3 tokenizer, Llama-3.2 template)", SCRIPT)
+    l3 = Tok("tiny-llama3")
+    f = Family(rec, "l3-pythonic", 8123, "tiny-llama3",
+               ["--served-model-name tiny-llama3", "--tool-call-parser pythonic",
+                "--enable-auto-tool-choice"], l3, EOT, chat_defaults=L3_KW)
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+    T = {"messages": user, "tools": TOOLS}
+    f.scenario("content_only", T, "I cannot check that.", "plain content")
+    f.scenario("tool_single", T, "[get_weather(city='Paris', unit='c')]", "one call")
+    f.scenario("tool_two_calls", T, "[get_weather(city='Paris'), get_time(tz=\"UTC\")]", "two calls")
+    f.scenario("tool_no_args", T, "[get_time()]", "a call without arguments")
+    f.scenario("typed_arguments", T,
+               "[search(query='a [b] (c)', limit=3, exact=True, filters={'x': [1, None], 'y': 2.5}, tags=['p', 'q'])]",
+               "int, bool, None, float, dict and list arguments; brackets inside strings")
+    f.scenario("unicode_arguments", T, "[get_weather(city='東京 🗼 São Paulo')]", "non-ASCII arguments")
+    f.scenario("content_before_list", T, "Sure! [get_weather(city='Paris')]", "text before the list")
+    f.scenario("invalid_python", T, "[get_weather(city='Paris',,)]", "invalid Python")
+    f.scenario("not_a_call", T, "[1, 2, 3]", "a list that is not calls")
+    f.scenario("truncated_length", T, "[get_weather(city='Par", "finish length inside a call", finish="length")
+    f.scenario("python_tag_prefix", T, PYTAG + "[get_weather(city='Paris')]", "<|python_tag|> prefix")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, "[get_weather(city='Paris')]", "tool_choice none")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"},
+               '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', "tool_choice required, JSON list form")
+    f.scenario("tool_choice_required_pythonic", {**T, "tool_choice": "required"},
+               "[get_weather(city='Paris')]", "tool_choice required, pythonic form")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    f.scenario("tool_choice_named", {**T, "tool_choice": named}, '{"city": "Paris"}', "named, bare arguments")
+    f.scenario("tool_choice_named_pythonic", {**T, "tool_choice": named}, "[get_weather(city='Paris')]",
+               "named, pythonic form")
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               "[get_weather(city='Paris'), get_time(tz='UTC')]", "parallel_tool_calls false")
+    f.scenario("escaped_quotes", T, "[search(query='it\\'s \"quoted\"')]", "escaped quotes in a string")
+    rec.write()
+
+
+SCENARIO_FAMILIES: dict[str, Callable[[], None]] = {
+    "hermes_qwen3": hermes_qwen3, "llama3_json": llama3_json, "deepseek_r1": deepseek_r1,
+    "pythonic": pythonic}
 
 
 if __name__ == "__main__":
