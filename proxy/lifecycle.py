@@ -35,6 +35,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator
@@ -202,7 +204,22 @@ def _serve_process(config: Any, reuse_port: bool) -> int:
 def _worker_main(config: Any) -> None:
     # own process group: a terminal's Ctrl-C reaches the supervisor only, which sends one SIGTERM
     os.setpgid(0, 0)
+    _exit_with_parent()
     sys.exit(_serve_process(config, reuse_port=True))
+
+
+def _exit_with_parent(poll: float = 1.0) -> None:
+    """A worker whose supervisor died (even by SIGKILL) drains and exits instead of serving on."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def _supervise(config: Any) -> int:
