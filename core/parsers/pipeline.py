@@ -167,7 +167,13 @@ class ChatOutputParser:
         return self._delta(state, reasoning, content, calls)
 
     def finish_reason(self, state: dict[str, Any], finish_reason: str | None) -> str | None:
-        if finish_reason == "stop" and state.get("ts") and self.choice != "named":
+        """Streaming: "tool_calls" when calls were streamed, the engine said "stop", not named."""
+        return self.resolve_finish_reason(finish_reason, bool(state.get("ts")))
+
+    def resolve_finish_reason(self, finish_reason: str | None, tool_calls_made: bool) -> str:
+        """vLLM's `resolve_finish_reason` (non-streaming: pass whether the message has calls)."""
+        finish_reason = finish_reason or "stop"
+        if tool_calls_made and finish_reason == "stop" and self.choice != "named":
             return "tool_calls"
         return finish_reason
 
@@ -227,7 +233,7 @@ class ChatOutputParser:
         state["ws"] += text
         if final:
             held, state["ws"] = state["ws"], ""
-            return held
+            return "" if self.forced else held  # forced choice: whitespace-only content is null
         return ""
 
     def _named(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:

@@ -157,6 +157,11 @@ class Qwen3ReasoningParser(ThinkTagReasoningParser):
             return "C"
         return "R"
 
+    def adjust_request(self, request):
+        # vLLM's engine parsers keep special tokens so the markers reach the parser
+        request.skip_special_tokens = False
+        return request
+
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
         if not self.thinking:

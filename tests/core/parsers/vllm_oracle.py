@@ -16,6 +16,8 @@ import sys
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.entrypoints.openai.chat_completion.message_assembly import assemble_chat_message_fields  # noqa: E402
+from vllm.entrypoints.serve.utils.tool_calls_utils import resolve_finish_reason  # noqa: E402
 from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 
@@ -59,17 +61,28 @@ def run_case(case):
     kwargs = case.get("chat_template_kwargs", {})
     text = case["text"]
     ids = case.get("token_ids") or tok.encode(text, add_special_tokens=False)
-    result = {"token_ids": ids}
+    prompt = case.get("prompt_token_ids")
+    if prompt is None and case.get("prompt_text") is not None:
+        prompt = tok.encode(case["prompt_text"], add_special_tokens=False)
+    result = {"token_ids": ids, "prompt_token_ids": prompt}
     parser = cls(tok, req.tools, chat_template_kwargs=kwargs, model_config=None)
+    if prompt is not None:
+        parser.set_prompt_token_ids(prompt)
     try:
         reasoning, content, calls = parser.parse(text, req, case.get("enable_auto_tools", True), ids)
         result["parse"] = {"reasoning": reasoning, "content": content, "tool_calls": [
             {"id": id_shape(c.id), "name": c.name, "arguments": c.arguments} for c in (calls or [])]}
+        fields = assemble_chat_message_fields(req, reasoning, content, calls,
+                                              enable_auto_tools=case.get("enable_auto_tools", True), parser_cls=cls)
+        result["message"] = {"reasoning": fields.reasoning, "content": fields.content, "tool_calls": [
+            {"id": id_shape(t.id), "name": t.function.name, "arguments": t.function.arguments}
+            for t in fields.tool_calls]}
+        result["finish_reason"] = resolve_finish_reason("stop", req, bool(fields.tool_calls))
     except Exception as exc:  # noqa: BLE001
         result["parse"] = {"error": repr(exc)}
     # streaming, one token per delta
     parser = cls(tok, req.tools, chat_template_kwargs=kwargs, model_config=None)
-    prompt = case.get("prompt_token_ids") or []
+    prompt = prompt or []
     agg = {"reasoning": "", "content": "", "tool_calls": {}}
     try:
         texts = token_texts(tok, ids)
@@ -90,6 +103,15 @@ def run_case(case):
     except Exception as exc:  # noqa: BLE001
         result["stream"] = {"error": repr(exc)}
     try:
+        adjusted = parser.adjust_request(ChatCompletionRequest(**body))
+        so = adjusted.structured_outputs
+        result["adjusted"] = {"skip_special_tokens": adjusted.skip_special_tokens,
+                              "structural_tag": so.structural_tag if so is not None else None,
+                              "json": so.json if so is not None else None,
+                              "response_format_cleared": adjusted.response_format is None}
+    except Exception as exc:  # noqa: BLE001
+        result["adjusted"] = {"error": repr(exc)}
+    try:
         result["is_reasoning_end_prompt"] = parser.is_reasoning_end(prompt) if prompt else None
     except Exception as exc:  # noqa: BLE001
         result["is_reasoning_end_prompt"] = repr(exc)
@@ -98,9 +120,14 @@ def run_case(case):
 
 def main():
     cases = json.load(open(sys.argv[1]))
+    paths = json.loads(os.environ.get("ORACLE_TOKENIZERS", "{}"))
+    for case in cases:
+        case["tokenizer"] = paths.get(case["tokenizer"], case["tokenizer"])
     out = []
     for case in cases:
-        out.append({"case": case, "vllm": run_case(case)})
+        result = run_case(case)
+        case["tokenizer"] = {v: k for k, v in paths.items()}.get(case["tokenizer"], case["tokenizer"])
+        out.append({"case": case, "vllm": result})
     json.dump(out, open(sys.argv[2], "w"), ensure_ascii=False, indent=1)
 
 

@@ -1,0 +1,94 @@
+"""Render side: the `structured_outputs.structural_tag` vLLM 0.33 adds for tool calling.
+
+vLLM (with its default `VLLM_ENFORCE_STRICT_TOOL_CALLING`) constrains tool calls with an
+xgrammar structural tag whenever the tool parser has a builtin tag model and the request needs
+it: tool_choice "required" or a named tool, "auto" with `parallel_tool_calls: false` or with a
+tool marked `strict: true`. The tag lists, per callable tool, the family's call envelope
+(`begin`/`end` around the arguments' JSON); arguments are free JSON (`true`) unless the tool
+is strict, in which case they follow its `parameters` schema. With "auto" and a response format,
+the tag is or-ed with that format. The string is `json.dumps` of the tag, so key order and
+spacing here are part of the wire format (they end up in `sampling_params`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(by_alias=True) if isinstance(value, BaseModel) else value
+
+
+def _json_content(schema: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": schema, "style": "json", "any_order": False,
+            "max_whitespace_cnt": None, "excludes": []}
+
+
+def _output_format(structured: Any) -> dict[str, Any] | None:
+    """The response-format branch of an `or` tag (JSON kinds only; None when unsupported)."""
+    if structured is None:
+        return None
+    data = structured.as_wire() if hasattr(structured, "as_wire") else dict(structured)
+    if data.get("json_object"):
+        return _json_content({"type": "object"})
+    schema = data.get("json")
+    if schema is not None:
+        return _json_content(json.loads(schema) if isinstance(schema, str) else schema)
+    return None
+
+
+def apply_structural_tag(request: Any, envelopes: list[tuple[str, str]], triggers: list[str]) -> Any:
+    """Set `request.structured_outputs` like vLLM's `_apply_structural_tag` for one tag model.
+
+    `envelopes` are (begin, end) pairs with `{name}` where the function name goes.
+    """
+    tools = [_dump(t) for t in (getattr(request, "tools", None) or [])]
+    if not tools:
+        return request
+    choice = getattr(request, "tool_choice", None)
+    named = None
+    if not isinstance(choice, str) and choice is not None:
+        named = (_dump(choice).get("function") or {}).get("name")
+    if choice not in ("auto", "required") and named is None:
+        return request
+    is_auto = choice == "auto"
+    structured = request.extract_structured_outputs() if hasattr(request, "extract_structured_outputs") else None
+    single_call = getattr(request, "parallel_tool_calls", True) is False
+    any_strict = any((t.get("function") or {}).get("strict") is True for t in tools)
+    function_level = single_call and not (is_auto and structured is not None)
+    if is_auto and not function_level and not any_strict:
+        return request  # strict level AUTO: no tag
+    output = None
+    if is_auto and structured is not None:
+        output = _output_format(structured)
+        if output is None:
+            return request  # not a JSON constraint: the structured output applies alone
+    selected = [t for t in tools if named is None or (t.get("function") or {}).get("name") == named]
+    tags = []
+    for tool in selected:
+        function = tool.get("function") or {}
+        strict = function.get("strict") is True
+        schema = (function.get("parameters") if function.get("parameters") is not None
+                  else {"type": "object"}) if strict else True
+        for begin, end in envelopes:
+            tags.append({"type": "tag", "begin": begin.replace("{name}", function.get("name", "")),
+                         "content": _json_content(schema), "end": end})
+    if is_auto and output is None:
+        fmt: dict[str, Any] = {"type": "triggered_tags", "triggers": triggers, "tags": tags,
+                               "at_least_one": False, "stop_after_first": single_call, "excludes": []}
+    else:
+        fmt = {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True,
+               "stop_after_first": single_call or named is not None}
+        if output is not None:
+            fmt = {"type": "or", "elements": [fmt, output]}
+    tag = json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=True)
+    params_cls = type(structured) if structured is not None else None
+    if params_cls is None:
+        from core.protocol.common import StructuredOutputsParams
+        params_cls = StructuredOutputsParams
+    request.structured_outputs = params_cls(structural_tag=tag)
+    request.response_format = None
+    return request

@@ -1,0 +1,123 @@
+"""The inputs of the recorded parser golden cases (what `vllm_oracle.py` was run on).
+
+    python tests/core/parsers/golden_cases.py > /tmp/cases.json
+    ORACLE_TOKENIZERS='{"qwen3": "...", "llama3": "...", "deepseek": "..."}' \\
+        $ORACLE_DIR/venv033/bin/python tests/core/parsers/vllm_oracle.py /tmp/cases.json \\
+        tests/core/parsers/golden/vllm033.json
+"""
+
+from __future__ import annotations
+
+import json
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                           "parameters": {"type": "object", "properties": {
+                                               "city": {"type": "string"}, "days": {"type": "integer"},
+                                               "metric": {"type": "boolean"}}}}}
+SEARCH = {"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"},
+                                     "filters": {"type": "object"}, "tags": {"type": "array"}}}}}
+TOOLS = [WEATHER, SEARCH]
+
+
+def hermes_call(name: str, args_json: str) -> str:
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {args_json}}}\n</tool_call>'
+
+
+CALL_PARIS = hermes_call("get_weather", '{"city": "Paris", "days": 3}')
+CALL_UNICODE = hermes_call("search", '{"query": "天气 ☀️ \\u00e9t\\u00e9 \\"quoted\\" {not: a brace}", "limit": 2.50, '
+                                     '"filters": {"a": [1, {"b": null}], "c": true}, "tags": []}')
+CALL_COMPACT = '<tool_call>{"arguments":{"city":"Berlin","metric":false},"name":"get_weather"}</tool_call>'
+
+# (text, extra request fields, chat_template_kwargs, prompt_text)
+HERMES_QWEN3_TEXTS = [
+    "<think>\nLet me think.\n</think>\n\nThe answer is 4.",
+    "<think>\nNeed weather.\n</think>\n\n" + CALL_PARIS,
+    "<think>\nTwo calls.\n</think>\n\nSure, checking." + CALL_PARIS + "\n" + CALL_UNICODE,
+    "<think>\nr\n</think>\n\n" + CALL_COMPACT,
+    "<think>\nr\n</think>\n\nBefore " + CALL_PARIS + " after text is dropped",
+    "<think>\nbad json\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city: Paris}}\n</tool_call>",
+    "<think>\ntruncated\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+    "<think>\ntruncated early\n</think>\n\n<tool_call>\n{\"na",
+    "<think>\nunclosed but complete\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}",
+    "<think>\nimplicit end by a call" + CALL_PARIS,
+    "<think>\nnever closed reasoning",
+    "no tags at all, all reasoning",
+    "<think></think>Just content",
+    "<think>\nr\n</think>\n\n   \n",
+    "<think>\nr\n</think>c</think>d<|im_end|>",
+    "<think>\nr\n</think>\n\n" + hermes_call("get_weather", '"a string argument"'),
+    "<think>\nr\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\"}\n</tool_call>",
+    "<think>\nr\n</think>\n\n<tool_call>\n{\"name\": 7, \"arguments\": {}}\n</tool_call>",
+    "<think>\nr\n</think>\n\n" + CALL_PARIS + "\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": 1e400, \"limit\": -0}}\n</tool_call>",
+    "<think>\nr\n</think>\n\n<tool_call>\n[1, 2]\n</tool_call>",
+    "<think>\nr\n</think>\n\nI wrote <tool_call without closing the tag",
+    "<think>\nr\n</think>\n\n" + hermes_call("search", '{"query": "a </tool_call> inside"}'),
+]
+
+
+def cases() -> list[dict]:
+    out: list[dict] = []
+
+    def add(tokenizer, reasoning, tool, text, request=None, kwargs=None, prompt_text=None, tag=""):
+        case = {"tokenizer": tokenizer, "reasoning_parser": reasoning, "tool_parser": tool, "text": text,
+                "request": request or {}, "chat_template_kwargs": kwargs or {}, "tag": tag}
+        if prompt_text is not None:
+            case["prompt_text"] = prompt_text
+        out.append(case)
+
+    auto = {"tools": TOOLS}
+    for text in HERMES_QWEN3_TEXTS:
+        add("qwen3", "qwen3", "hermes", text, auto, tag="hermes+qwen3")
+    # request semantics
+    both = "<think>\nr\n</think>\n\nHi " + CALL_PARIS + CALL_UNICODE
+    add("qwen3", "qwen3", "hermes", both, {"tools": TOOLS, "parallel_tool_calls": False}, tag="parallel false")
+    add("qwen3", "qwen3", "hermes", both, {"tools": TOOLS, "include_reasoning": False}, tag="include_reasoning false")
+    add("qwen3", "qwen3", "hermes", both, {"tools": TOOLS, "tool_choice": "none"}, tag="tool_choice none")
+    add("qwen3", "qwen3", "hermes", both, {}, tag="no tools")
+    named = {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    add("qwen3", "qwen3", "hermes", '<think>\nr\n</think>\n\n{"city": "Paris",  "days": 3}', named, tag="named")
+    add("qwen3", "qwen3", "hermes", "<think>\nr\n</think>\n\n  ", named, tag="named whitespace")
+    req = {"tools": TOOLS, "tool_choice": "required"}
+    add("qwen3", "qwen3", "hermes", '<think>\nr\n</think>\n\n[{"name": "get_weather", "parameters": {"city": "Rome"}}, '
+        '{"name":"search","parameters":{"query":"x","filters":{"k":[1,2]}}}]', req, tag="required")
+    add("qwen3", "qwen3", "hermes", '<think>\nr\n</think>\n\n[{"name": "get_weather"}]', req, tag="required no parameters")
+    add("qwen3", "qwen3", "hermes", '<think>\nr\n</think>\n\nnot json', req, tag="required invalid")
+    # qwen3 reasoning rules
+    for text in ["<think>a<think>b</think>c", "r<|im_end|>more</think>c", "<think>r</think>c<think>x",
+                 "<think>\n\n</think>\n\nx", "plain"]:
+        add("qwen3", "qwen3", None, text, tag="qwen3")
+    for text in ["<think>a</think>b", "c</think>d<|im_end|>", ""]:
+        add("qwen3", "qwen3", "hermes", text, auto, {"enable_thinking": False}, tag="thinking off")
+    closed = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    opened = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    add("qwen3", "qwen3", "hermes", "Answer</think> more", auto, prompt_text=closed, tag="prompt closed")
+    add("qwen3", "qwen3", "hermes", "Reasoning</think> answer", auto, prompt_text=opened, tag="prompt open")
+    add("qwen3", "qwen3", "hermes", "<think>x</think>" + CALL_PARIS, auto, prompt_text=closed, tag="prompt closed call")
+    # deepseek_r1 with the Qwen3 tokenizer (same tags) and with hermes
+    for text in ["<think>\nr\n</think>\n\ncontent", "pre-opened reasoning</think>\n\nanswer", "only reasoning",
+                 "abc<think>def</think>ghi", "r</think>a</think>b", "<think></think>", ""]:
+        add("qwen3", "deepseek_r1", None, text, tag="deepseek_r1")
+    add("qwen3", "deepseek_r1", "hermes", "Thinking</think>\n\n" + CALL_PARIS, auto, tag="deepseek_r1+hermes")
+    add("qwen3", None, "hermes", "Plain " + CALL_UNICODE, auto, tag="hermes alone")
+    add("qwen3", None, "qwen3_json", CALL_PARIS, auto, tag="qwen3_json")
+    # render side: structural tags (text irrelevant)
+    strict = [{"type": "function", "function": {**WEATHER["function"], "strict": True}}, SEARCH]
+    for request in ({"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False},
+                    {"tools": strict, "tool_choice": "auto"},
+                    {"tools": strict, "tool_choice": "auto", "response_format": {"type": "json_object"}},
+                    {"tools": TOOLS, "tool_choice": "auto", "response_format": {"type": "json_object"}},
+                    {"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
+                    {"tools": strict, "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                     "parallel_tool_calls": False},
+                    {"tools": TOOLS, "tool_choice": "none"}):
+        add("qwen3", "qwen3", "hermes", "x", request, tag="adjust")
+    # deepseek_v3 reasoning on DeepSeek's own tokenizer
+    for kwargs in ({}, {"thinking": True}):
+        for text in ["<think>r</think>c", "r</think>c", "c"]:
+            add("deepseek", "deepseek_v3", None, text, kwargs=kwargs, tag="deepseek_v3")
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(cases(), ensure_ascii=False))
