@@ -1,0 +1,138 @@
+"""Property tests: chunking never changes the result, odd text never breaks a parser.
+
+* well-formed outputs (reasoning, content, tool calls with arbitrary JSON arguments written
+  with arbitrary spacing/escaping): any split into feeds aggregates to exactly the
+  non-streaming `parse_complete` answer;
+* adversarial text (tag fragments, unclosed tags, braces and quotes in strings): feeding never
+  raises, every chunking gives the same aggregate as a single feed, the state stays JSON and small.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.core.parsers.helpers import make_parser
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("f", "get_x")]
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
+                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=12)
+plain = st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=30)
+
+
+@st.composite
+def dump_style(draw, value):
+    return json.dumps(value, ensure_ascii=draw(st.booleans()),
+                      indent=draw(st.sampled_from([None, 0, 2])),
+                      separators=draw(st.sampled_from([None, (",", ":"), (" ,", " : ")])))
+
+
+@st.composite
+def hermes_output(draw):
+    parts = []
+    if draw(st.booleans()):
+        parts.append("<think>" + draw(plain) + "</think>")
+    parts.append(draw(plain))
+    for _ in range(draw(st.integers(0, 3))):
+        args = draw(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+        obj = {"name": draw(st.sampled_from(["f", "get_x"])), "arguments": args}
+        if draw(st.booleans()):
+            obj = {"arguments": args, "name": obj["name"]}
+        body = draw(dump_style(obj))
+        parts.append("<tool_call>" + draw(st.sampled_from(["", "\n"])) + body
+                     + draw(st.sampled_from(["", "\n"])) + "</tool_call>" + draw(st.sampled_from(["", "\n"])))
+    return "".join(parts)
+
+
+def split(text, cuts):
+    bounds = [0, *sorted(set(c % (len(text) + 1) for c in cuts)), len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def run(parser, chunks, prompt=None):
+    state = parser.start(prompt)
+    reasoning, content, calls = "", "", {}
+    biggest = 0
+    for chunk in chunks:
+        state = json.loads(json.dumps(state))
+        biggest = max(biggest, len(json.dumps(state)))
+        for delta in (parser.feed(state, chunk, []),):
+            if delta:
+                reasoning += delta["reasoning"] or ""
+                content += delta["content"] or ""
+                for c in delta["tool_calls"]:
+                    slot = calls.setdefault(c["index"], ["", ""])
+                    slot[0] += c["function"].get("name") or ""
+                    slot[1] += c["function"].get("arguments") or ""
+    delta = parser.finish(state)
+    if delta:
+        reasoning += delta["reasoning"] or ""
+        content += delta["content"] or ""
+        for c in delta["tool_calls"]:
+            slot = calls.setdefault(c["index"], ["", ""])
+            slot[0] += c["function"].get("name") or ""
+            slot[1] += c["function"].get("arguments") or ""
+    return reasoning, content, [tuple(calls[i]) for i in sorted(calls)], biggest
+
+
+@SETTINGS
+@given(text=hermes_output(), cuts=st.lists(st.integers(0, 10**6), max_size=12))
+def test_hermes_qwen3_any_chunking_equals_non_streaming(qwen3, text, cuts):
+    parser = make_parser(qwen3, "qwen3", "hermes", {"tools": TOOLS})
+    reasoning, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[0] == (reasoning or "")
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+@SETTINGS
+@given(text=hermes_output(), cuts=st.lists(st.integers(0, 10**6), max_size=12))
+def test_hermes_alone_any_chunking_equals_non_streaming(qwen3, text, cuts):
+    parser = make_parser(qwen3, None, "hermes", {"tools": TOOLS})
+    reasoning, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+@SETTINGS
+@given(body=plain, end=st.booleans(), tail=plain, start=st.booleans(), cuts=st.lists(st.integers(0, 10**6), max_size=8))
+def test_deepseek_r1_any_chunking_equals_non_streaming(qwen3, body, end, tail, start, cuts):
+    text = ("<think>" if start else "") + body + ("</think>" + tail if end else "")
+    parser = make_parser(qwen3, "deepseek_r1", None, {})
+    reasoning, content, _ = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[0] == (reasoning or "") and got[1] == (content or "")
+    assert got[0] + ("</think>" if end else "") + got[1] == text.removeprefix("<think>")
+
+
+ADVERSARIAL = st.lists(st.sampled_from(
+    ["<think>", "</think>", "<tool_call>", "</tool_call>", "<", "</", "<tool", "_call>", "think>", "{", "}",
+     '"', "\\", '"name"', '"arguments"', ":", ",", "[", "]", '"f"', "1", "e", "\n", " ", "x", "é", "😀",
+     "<|im_end|>", "<|im_start|>", "null", "\\u00", "\\ud83d"]), max_size=40).map("".join)
+
+
+@SETTINGS
+@given(text=ADVERSARIAL, cuts=st.lists(st.integers(0, 10**6), max_size=12),
+       combo=st.sampled_from([("qwen3", "hermes"), ("deepseek_r1", "hermes"), (None, "hermes"),
+                              ("qwen3", None), ("deepseek_r1", None)]),
+       choice=st.sampled_from(["auto", "required", "none"]))
+def test_adversarial_text_never_raises_and_chunking_invariant(qwen3, text, cuts, combo, choice):
+    request = {"tools": TOOLS, "tool_choice": choice} if combo[1] else {}
+    parser = make_parser(qwen3, combo[0], combo[1], request)
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    parser.parse_complete(text, [], None)
+    assert chunked[3] < 1024 + 4 * len(text)
+    if combo == ("qwen3", None) or combo == (None, None):
+        pass
+    if combo[0] is None and choice == "none":
+        assert chunked[1] == text  # nothing is lost on the plain path
