@@ -24,6 +24,14 @@ DEMO_TOKEN_DELAY_MS = 15.0  # slow enough to watch the stream, fast enough to fi
 DEMO_SHUTDOWN_TIMEOUT = 5.0
 DEMO_PARSERS = {"tool_call_parser": "hermes", "reasoning_parser": "qwen3", "enable_auto_tool_choice": True}
 DEMO_QUESTION = "What's the weather like in Paris right now?"
+# what the reference engine "generates" when the prompt mentions the weather: Qwen3-style reasoning,
+# a line of content, then a hermes tool call (the parsers split them into the three streams)
+DEMO_WEATHER_REPLY = (
+    "<think>\nThe user asks about the current weather in Paris. I have a get_weather tool, "
+    "so I will call it with the city and Celsius.\n</think>\n\n"
+    "Let me look up the current weather in Paris for you.\n\n"
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n"
+    "</tool_call>")
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -58,17 +66,24 @@ class StreamPrinter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.kind: str | None = None
+        self.held = ""
         self.seen: dict[str, str] = {"reasoning": "", "content": "", "tool_calls": ""}
 
     def emit(self, kind: str, text: str, header: str | None = None) -> None:
         if not text and header is None:
             return
+        self.seen[kind] += text
         if kind != self.kind or header is not None:
             self.out.write(f"\n[{header or kind}] ")
-            self.kind = kind
-        self.out.write(text)
+            self.kind, self.held = kind, ""
+            text = text.lstrip("\n")  # Qwen3's reasoning starts with the newline after <think>
+        # newlines at the end of a section are held back: shown only if the same section goes on
+        body = text.rstrip("\n")
+        if body:
+            self.out.write(self.held + body)
+            self.held = ""
+        self.held += text[len(body):]
         self.out.flush()
-        self.seen[kind] += text
 
     def chunk(self, chunk: Any) -> str | None:
         finish = None
@@ -134,11 +149,14 @@ async def run_demo(keep_running: bool = False, host: str = "127.0.0.1", port: in
     from proxy.app import create_app
     from proxy.cli import load_served_model
     from proxy.config import ServerConfig
+    from core.reference_engine import DEFAULT_REPLIES, ReplyBook
     from proxy.reference_engine import create_reference_app
 
     model = load_served_model(ServerConfig())  # the embedded Qwen3 tokenizer and chat template
+    replies = ReplyBook(model, [(DEMO_WEATHER_REPLY, "weather"),
+                                *((text, None) for text in DEFAULT_REPLIES if "<tool_call>" not in text)])
     engine_runner, engine_url = await start_site(
-        create_reference_app(model, token_delay_ms=token_delay_ms), "127.0.0.1", engine_port)
+        create_reference_app(model, replies=replies, token_delay_ms=token_delay_ms), "127.0.0.1", engine_port)
     proxy_runner: web.AppRunner | None = None
     try:
         config = ServerConfig(engine_url=[engine_url], host=host, port=port, access_log=False,
@@ -189,8 +207,11 @@ def add_demo_flags(parser: argparse.ArgumentParser) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import logging
+    import os
 
     from proxy.lifecycle import new_event_loop
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     loop = new_event_loop()

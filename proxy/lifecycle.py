@@ -184,6 +184,8 @@ def _serve_process(config: Any, reuse_port: bool) -> int:
     from proxy.cli import load_served_model
 
     configure_logging(config.log_level)
+    # we never need PyTorch: transformers' banner about it would be the only non-JSON log line
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     model = load_served_model(config)
     app = create_app(config, model)
     loop = new_event_loop()
