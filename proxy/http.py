@@ -38,13 +38,27 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
     try:
         data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestError(f"1 validation error:\n  JSON decode error: {exc}", 400, "Bad Request",
-                           "body") from None
+    except orjson.JSONDecodeError:
+        raise _json_decode_error(raw) from None
     if not isinstance(data, dict):
-        raise RequestError("1 validation error:\n  Input should be a valid dictionary or object",
-                           400, "Bad Request", "body")
+        raise validation_error([{"type": "model_attributes_type", "loc": (),
+                                 "msg": "Input should be a valid dictionary or object to extract fields from",
+                                 "input": data}])
     return data
+
+
+def _json_decode_error(raw: bytes) -> RequestError:
+    """FastAPI's wording for a body that is not JSON: the decoder's reason, `loc` = the char position."""
+    import json
+
+    try:
+        json.loads(raw)
+        reason, pos = "Invalid JSON", 0  # orjson is stricter (e.g. NaN); rare
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        pos = exc.pos if isinstance(exc, json.JSONDecodeError) else exc.start
+    return validation_error([{"type": "json_invalid", "loc": (pos,), "msg": "JSON decode error", "input": {},
+                              "ctx": {"error": reason}}])
 
 
 def validate(model: type[BaseModel], data: Any) -> Any:

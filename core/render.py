@@ -1,0 +1,463 @@
+"""Render: an OpenAI chat/completion request -> vLLM 0.33's GenerateRequest (spec 2.1, 2.2, 2.3, 3, 7).
+
+The output is a plain dict in GenerateRequest's declaration order, ready for orjson; nothing
+here builds pydantic models after the request itself was validated. Checks run in vLLM's order
+so a request that breaks several rules gets vLLM's first complaint:
+
+    model -> beam search -> tool_choice vs parsers -> trusted template -> token budget params
+    -> template + tokenization + length -> parser adjust_request -> max_tokens -> sampling params
+
+`render_chat` / `render_completion` are synchronous CPU work (template, tokenizer); the HTTP
+layer runs them inline or in its thread pool depending on the prompt size (`request_size`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.chat_template import build_conversation, developer_to_system, load_template, render, select_template
+from core.errors import RequestError, bad_request, model_not_found
+from core.model import ModelInfo
+from core.parsers.base import ParserContext, ReasoningParser, ToolParser
+from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest
+from core.protocol.common import VLLMValidationError, random_uuid
+from core.protocol.completion import CompletionRequest
+from core.sampling import chat_sampling_params, completion_sampling_params, get_max_tokens, hoist_transfer_params
+from core.tokenizer import Tokenizer
+
+# vLLM adds this Cohere renderer default to every server's default chat-template kwargs
+# (`--cohere-format`, default cmd4); it shows up in parse_context / reasoning_parser_kwargs.
+COHERE_FORMAT_DEFAULT = {"cohere_format": "cmd4"}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """The server flags that change rendering, with the parser classes resolved once at start-up."""
+
+    default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trust_request_chat_template: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    exclude_tools_when_tool_choice_none: bool = False
+    tool_parser_cls: type[ToolParser] | None = None
+    reasoning_parser_cls: type[ReasoningParser] | None = None
+
+    @classmethod
+    def build(cls, *, default_chat_template_kwargs: dict[str, Any] | None = None,
+              trust_request_chat_template: bool = False, tool_call_parser: str | None = None,
+              reasoning_parser: str | None = None, enable_auto_tool_choice: bool = False,
+              exclude_tools_when_tool_choice_none: bool = False) -> RenderOptions:
+        """Resolve parser names; an unknown name is a start-up error (ValueError), never a per-request one."""
+        from core.parsers.registry import get_reasoning_parser, get_tool_parser
+
+        defaults = dict(default_chat_template_kwargs or {})
+        for key, value in COHERE_FORMAT_DEFAULT.items():
+            defaults.setdefault(key, value)
+        try:
+            # like vLLM, a tool parser is only used with --enable-auto-tool-choice
+            tool_cls = get_tool_parser(tool_call_parser) if tool_call_parser and enable_auto_tool_choice else None
+            reasoning_cls = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        return cls(default_chat_template_kwargs=defaults, trust_request_chat_template=trust_request_chat_template,
+                   tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
+                   enable_auto_tool_choice=enable_auto_tool_choice,
+                   exclude_tools_when_tool_choice_none=exclude_tools_when_tool_choice_none,
+                   tool_parser_cls=tool_cls, reasoning_parser_cls=reasoning_cls)
+
+    @classmethod
+    def from_config(cls, config: Any) -> RenderOptions:
+        """From `proxy.config.ServerConfig` (duck-typed: core never imports proxy)."""
+        return cls.build(default_chat_template_kwargs=config.default_chat_template_kwargs,
+                         trust_request_chat_template=config.trust_request_chat_template,
+                         tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
+                         enable_auto_tool_choice=config.enable_auto_tool_choice,
+                         exclude_tools_when_tool_choice_none=config.exclude_tools_when_tool_choice_none)
+
+    @property
+    def has_parser(self) -> bool:
+        return self.tool_parser_cls is not None or self.reasoning_parser_cls is not None
+
+
+UNTRUSTED_TEMPLATE = ("Chat template is passed with request, but --trust-request-chat-template is not set. "
+                      "Refused request with untrusted chat template.")
+
+
+# -- shared pieces -----------------------------------------------------------------------
+
+
+def check_model(model: ModelInfo, requested: str | None) -> None:
+    if not model.is_served(requested):
+        raise model_not_found(str(requested), model.served_model_names)
+
+
+def base_request_id(header: str | None, body_id: str | None) -> str:
+    """The X-Request-Id header (even empty) wins over the body's request_id, else a random id."""
+    if header is not None:
+        return header
+    return body_id if body_id is not None else random_uuid()
+
+
+def request_size(request: ChatCompletionRequest | CompletionRequest) -> int:
+    """A cheap estimate of the text to render, to decide inline vs thread pool."""
+    if isinstance(request, CompletionRequest):
+        prompt = request.prompt
+        if isinstance(prompt, str):
+            return len(prompt)
+        if isinstance(prompt, list):
+            return sum(len(p) if isinstance(p, (str, list)) else 1 for p in prompt)
+        return 0
+    size = 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            size += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict):
+                    text = part.get("text")
+                    size += len(text) if isinstance(text, str) else 0
+    if request.tools:
+        size += 256 * len(request.tools)
+    return size
+
+
+def max_chars_per_token(tokenizer: Tokenizer) -> int:
+    """Longest token string in the vocab (vLLM bounds prompt text by max_model_len times this)."""
+    cached = getattr(tokenizer, "_render_max_chars_per_token", None)
+    if cached is None:
+        cached = max((len(t) for t in tokenizer.get_vocab()), default=1)
+        tokenizer._render_max_chars_per_token = cached  # type: ignore[attr-defined]
+    return cached
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """vLLM's TokenizeParams: the prompt-length and truncation rules, validated on construction."""
+
+    max_model_len: int | None  # None: no limit (/tokenize)
+    max_output_tokens: int | None
+    truncate_prompt_tokens: int | None
+    truncation_side: str | None
+    add_special_tokens: bool
+    max_output_tokens_param: str = "max_tokens"
+
+    def __post_init__(self) -> None:
+        m = self.max_model_len
+        if m is None:
+            return
+        if self.max_output_tokens is not None and self.max_output_tokens > m:
+            raise VLLMValidationError(
+                f"{self.max_output_tokens_param}={self.max_output_tokens} cannot be greater than "
+                f"max_model_len={m}. Please request fewer output tokens.",
+                parameter=self.max_output_tokens_param, value=self.max_output_tokens)
+        t = self.truncate_prompt_tokens
+        if t is not None and t > m:
+            raise VLLMValidationError(
+                f"truncate_prompt_tokens={t} cannot be greater than max_model_len = {m}. "
+                "Please request a smaller truncation size.", parameter="truncate_prompt_tokens", value=t)
+
+    def _keep(self) -> int | None:
+        t = self.truncate_prompt_tokens
+        if t is not None and t < 0:
+            if self.max_model_len is None:
+                return None
+            # hold one token of context back for output (a 0-token generation is useless)
+            return self.max_model_len if self.max_output_tokens == 0 else max(0, self.max_model_len - 1)
+        return t
+
+    def check_text(self, tokenizer: Tokenizer, text: str) -> str:
+        if self.max_model_len is None:
+            return text
+        limit = self.max_model_len * max_chars_per_token(tokenizer)
+        if self.truncate_prompt_tokens is None:
+            if len(text) > limit:
+                raise VLLMValidationError(
+                    f"This model's maximum context length is {self.max_model_len} tokens. However, your prompt "
+                    f"contains {len(text)} characters (more than {limit} characters, which is the upper bound for "
+                    f"{self.max_model_len} input tokens). Please reduce the length of the input prompt.",
+                    parameter="input_text", value=len(text))
+        elif self.truncation_side is not None and len(text) > limit:
+            text = text[-limit:] if self.truncation_side == "left" else text[:limit]
+        return text
+
+    def encode(self, tokenizer: Tokenizer, text: str, with_offsets: bool
+               ) -> tuple[list[int], list[list[int]] | None]:
+        text = self.check_text(tokenizer, text)
+        keep = self._keep()
+        backend = tokenizer.backend
+        if keep is not None and self.truncation_side is None:
+            # tokenizer-side truncation; vLLM loads tokenizers with truncation_side="left", and the
+            # special tokens the post-processor adds (BOS) survive it
+            enc = backend.encode(text, add_special_tokens=False)
+            specials = 0
+            if self.add_special_tokens and backend.post_processor is not None:
+                specials = backend.post_processor.num_special_tokens_to_add(False)
+            if len(enc.ids) + specials > keep:
+                enc.truncate(max(0, keep - specials), direction="left")
+            if self.add_special_tokens:
+                enc = backend.post_process(enc, add_special_tokens=True)
+        else:
+            enc = backend.encode(text, add_special_tokens=self.add_special_tokens)
+        ids = enc.ids
+        offsets = [list(o) for o in enc.offsets] if with_offsets else None
+        return self.check_tokens(ids, offsets, encoded=True)
+
+    def check_tokens(self, ids: list[int], offsets: list[list[int]] | None = None, encoded: bool = False
+                     ) -> tuple[list[int], list[list[int]] | None]:
+        """Truncation and the context-length check; `encoded`: ids from our own tokenization, which
+        vLLM caps at max_model_len + 1 (hence its "at least")."""
+        keep = self._keep()
+        if keep is not None and keep < len(ids):
+            side = self.truncation_side or "left"  # the tokenizer's side in vLLM
+            cut = slice(0, 0) if keep == 0 else (slice(-keep, None) if side == "left" else slice(0, keep))
+            ids = ids[cut]
+            offsets = offsets[cut] if offsets is not None else None
+        if self.max_model_len is not None and len(ids) > self.max_model_len:
+            capped = encoded and self.truncate_prompt_tokens is None
+            qualifier = "at least " if capped else ""
+            count = self.max_model_len + 1 if capped else len(ids)
+            raise VLLMValidationError(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, your prompt contains "
+                f"{qualifier}{count} input tokens, which exceeds this limit even without any output tokens. "
+                "Please reduce the length of the input prompt.", parameter="input_tokens", value=count)
+        return ids, offsets
+
+
+def _generate_request(*, request_id: str, token_ids: list[int], token_offsets: list[list[int]] | None,
+                      sampling_params: dict[str, Any], request: Any, kv: dict[str, Any] | None,
+                      ec: dict[str, Any] | None, reasoning_ended: bool | None = None,
+                      reasoning_parser_kwargs: dict[str, Any] | None = None,
+                      parse_context: dict[str, Any] | None = None) -> dict[str, Any]:
+    stream = bool(request.stream)
+    options = request.stream_options if stream else None
+    return {
+        "request_id": request_id,
+        "token_ids": token_ids,
+        "token_offsets": token_offsets,
+        "features": None,
+        "content_parts": None,
+        "sampling_params": sampling_params,
+        "model": request.model,
+        "reasoning_ended": reasoning_ended,
+        "reasoning_parser_kwargs": reasoning_parser_kwargs,
+        "return_token_ids": request.return_token_ids,
+        "output_mode": "tokens",
+        "parse_context": parse_context,
+        "stream": stream,
+        "stream_options": None if options is None else {
+            "include_usage": options.include_usage, "continuous_usage_stats": options.continuous_usage_stats},
+        "cache_salt": request.cache_salt,
+        "priority": request.priority,
+        "kv_transfer_params": kv,
+        "ec_transfer_params": ec,
+    }
+
+
+# -- chat --------------------------------------------------------------------------------
+
+
+def merge_kwargs(defaults: dict[str, Any] | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """vLLM's merge: overrides win, but their None and "auto" values are skipped."""
+    return {**(defaults or {}), **{k: v for k, v in (overrides or {}).items() if v is not None and v != "auto"}}
+
+
+def request_chat_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
+    """The request's own template kwargs: chat_template_kwargs, then the request fields over them (spec 7.1)."""
+    effort = request.reasoning_effort
+    extras: dict[str, Any] = {"add_generation_prompt": request.add_generation_prompt,
+                              "continue_final_message": request.continue_final_message,
+                              "documents": request.documents, "reasoning_effort": effort}
+    user = request.chat_template_kwargs or {}
+    if effort is not None and "enable_thinking" not in user:
+        extras["enable_thinking"] = effort != "none"
+    return merge_kwargs(request.chat_template_kwargs, extras)
+
+
+def effective_chat_kwargs(request: ChatCompletionRequest, options: RenderOptions) -> dict[str, Any]:
+    """What parsers and parse_context see: server defaults underneath the request's kwargs."""
+    return merge_kwargs(options.default_chat_template_kwargs, request_chat_kwargs(request))
+
+
+def _tool_choice_wire(tool_choice: Any) -> Any:
+    if isinstance(tool_choice, ChatCompletionNamedToolChoiceParam):
+        return {"function": {"name": tool_choice.function.name}, "type": tool_choice.type}
+    return tool_choice
+
+
+def _check_tool_choice(request: ChatCompletionRequest, options: RenderOptions) -> None:
+    choice = request.tool_choice
+    if options.tool_parser_cls is not None or choice in (None, "none"):
+        return
+    if choice == "auto" and not options.enable_auto_tool_choice:
+        raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    if choice != "auto":
+        desc = (f'function "{choice.function.name}"' if isinstance(choice, ChatCompletionNamedToolChoiceParam)
+                else f'"{choice}"')
+        raise bad_request(f"tool_choice={desc} requires --tool-call-parser to be set")
+
+
+def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dict[str, Any]], *,
+                    tool_dicts: list[dict[str, Any]] | None, request_template: str | None,
+                    chat_kwargs: dict[str, Any], budget: TokenBudget, with_offsets: bool = False
+                    ) -> tuple[list[int], list[list[int]] | None]:
+    """Template + tokenization of a chat (shared by chat render and /tokenize)."""
+    # the kwargs vLLM hands to apply_chat_template: server defaults and tools underneath the request's
+    template_kwargs = merge_kwargs(merge_kwargs(options.default_chat_template_kwargs,
+                                                {"tools": tool_dicts, "tokenize": False}), chat_kwargs)
+    requested_template = request_template or template_kwargs.get("chat_template")
+    template_kwargs.pop("chat_template", None)
+    template_tools = template_kwargs.pop("tools", None)  # the request's tools unless its kwargs override them
+    template_kwargs.pop("tokenize", None)
+    source = select_template(model.tokenizer.chat_template, requested_template, tool_dicts is not None)
+    if source is None:
+        raise VLLMValidationError("As of transformers v4.44, default chat template is no longer allowed, so you "
+                                  "must provide a chat template if the tokenizer does not define one.")
+    template = load_template(source)
+    conversation = build_conversation(messages, template.content_format, model.name)
+    if not template.knows_developer_role and any(m["role"] == "developer" for m in conversation):
+        conversation = developer_to_system(conversation)
+    prompt = render(template, conversation, tools=template_tools, kwargs=template_kwargs,
+                    special_tokens=model.tokenizer.special_tokens_map)
+    return budget.encode(model.tokenizer, prompt, with_offsets)
+
+
+def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletionRequest,
+                request_id_header: str | None = None) -> dict[str, Any]:
+    """POST /v1/chat/completions/render: one GenerateRequest dict. Raises RequestError."""
+    check_model(model, request.model)
+    if request.use_beam_search:
+        raise bad_request("Beam search is not supported by the render endpoint")
+    _check_tool_choice(request, options)
+    tools = request.tools
+    tool_dicts = None if tools is None or (
+        request.tool_choice == "none" and options.exclude_tools_when_tool_choice_none
+    ) else [tool.to_template() for tool in tools]
+    user_kwargs = request.chat_template_kwargs or {}
+    if not options.trust_request_chat_template and (
+            request.chat_template is not None or user_kwargs.get("chat_template") is not None):
+        raise bad_request(UNTRUSTED_TEMPLATE)
+
+    if request.max_completion_tokens is not None:
+        max_output, max_output_param = request.max_completion_tokens, "max_completion_tokens"
+    else:
+        max_output, max_output_param = request.max_tokens, "max_tokens"
+    budget = TokenBudget(model.max_model_len, max_output, request.truncate_prompt_tokens, request.truncation_side,
+                         request.add_special_tokens, max_output_param)
+
+    chat_kwargs = request_chat_kwargs(request)
+    effective = merge_kwargs(options.default_chat_template_kwargs, chat_kwargs)
+    token_ids, offsets = render_chat_ids(model, options, request.messages, tool_dicts=tool_dicts,
+                                         request_template=request.chat_template, chat_kwargs=chat_kwargs,
+                                         budget=budget, with_offsets=bool(request.return_token_offsets))
+
+    ctx = None
+    if options.has_parser:
+        ctx = ParserContext(tokenizer=model.tokenizer, tools=[t.to_template() for t in tools] if tools else None,
+                            chat_template_kwargs=effective,
+                            history_tool_call_count=request.history_tool_call_count())
+        if options.reasoning_parser_cls is not None or request.tool_choice != "none":
+            if options.reasoning_parser_cls is not None:
+                request = options.reasoning_parser_cls(ctx).adjust_request(request)
+            if options.tool_parser_cls is not None:
+                request = options.tool_parser_cls(ctx).adjust_request(request)
+
+    if not token_ids:
+        raise bad_request("No token_ids rendered")
+    max_tokens = get_max_tokens(model.max_model_len, max_output, len(token_ids), model.sampling_defaults,
+                                request.truncate_prompt_tokens)
+    params = chat_sampling_params(request, max_tokens, model.sampling_defaults)
+    kv, ec = hoist_transfer_params(params)
+
+    reasoning_kwargs = None
+    reasoning_ended: bool | None = None
+    if options.reasoning_parser_cls is not None:
+        reasoning_kwargs = {"chat_template_kwargs": effective}
+    if not request.include_reasoning or request.grammar_from_parser:
+        reasoning_ended = True
+    elif options.reasoning_parser_cls is not None:
+        assert ctx is not None
+        reasoning_ended = bool(options.reasoning_parser_cls(ctx).is_reasoning_end(token_ids))
+
+    parse_context = {
+        "tools": [t.to_template() for t in tools] if tools else None,
+        "tool_choice": _tool_choice_wire(request.tool_choice),
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "include_reasoning": request.include_reasoning,
+        "chat_template_kwargs": effective,
+        "history_tool_call_cnt": request.history_tool_call_count(),
+    }
+    return _generate_request(
+        request_id=f"chatcmpl-{base_request_id(request_id_header, request.request_id)}",
+        token_ids=token_ids, token_offsets=offsets, sampling_params=params, request=request, kv=kv, ec=ec,
+        reasoning_ended=reasoning_ended, reasoning_parser_kwargs=reasoning_kwargs, parse_context=parse_context)
+
+
+# -- completions -------------------------------------------------------------------------
+
+
+def _completion_prompts(request: CompletionRequest) -> list[str | list[int]]:
+    prompt = request.prompt
+    if prompt is None:
+        return []
+    if isinstance(prompt, str):
+        return [prompt]
+    if prompt and all(isinstance(p, int) for p in prompt):
+        return [list(prompt)]  # type: ignore[arg-type]
+    return list(prompt)  # type: ignore[arg-type]
+
+
+def render_completion(model: ModelInfo, options: RenderOptions, request: CompletionRequest,
+                      request_id_header: str | None = None) -> list[dict[str, Any]]:
+    """POST /v1/completions/render: one GenerateRequest dict per prompt. Raises RequestError."""
+    check_model(model, request.model)
+    if request.use_beam_search:
+        raise bad_request("Beam search is not supported by the render endpoint")
+    if request.suffix is not None:
+        if request.echo:
+            raise bad_request("Echo is unsupported with suffix.", param="suffix")
+        if request.prompt_embeds is not None:
+            raise bad_request("suffix is not supported with prompt_embeds", param="suffix")
+        if request.truncate_prompt_tokens is not None:
+            raise bad_request("suffix is not supported with truncate_prompt_tokens", param="suffix")
+        if isinstance(request.prompt, str) or (isinstance(request.prompt, list)
+                                               and all(isinstance(p, str) for p in request.prompt)):
+            raise bad_request("suffix is only supported for models with FIM completion rendering", param="suffix")
+        raise bad_request("suffix requires text prompt input for FIM completion rendering", param="suffix")
+    if request.echo and request.prompt_embeds is not None:
+        raise bad_request("Echo is unsupported with prompt embeds.")
+    if request.prompt_logprobs is not None and request.prompt_embeds is not None:
+        raise bad_request("prompt_logprobs is not compatible with prompt embeds.")
+    if request.prompt_embeds is not None:
+        raise VLLMValidationError("You must set `--enable-prompt-embeds` to input `prompt_embeds`.",
+                                  parameter="prompt_embeds")
+
+    budget = TokenBudget(model.max_model_len, request.max_tokens or 0, request.truncate_prompt_tokens,
+                         request.truncation_side, request.add_special_tokens)
+    prompts = _completion_prompts(request)
+    encoded: list[tuple[list[int], list[list[int]] | None]] = []
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            encoded.append(budget.encode(model.tokenizer, prompt, bool(request.return_token_offsets)))
+        else:
+            encoded.append(budget.check_tokens(list(prompt)))
+
+    base = f"cmpl-{base_request_id(request_id_header, request.request_id)}"
+    out = []
+    for i, (token_ids, offsets) in enumerate(encoded):
+        if not token_ids:
+            raise bad_request("No token_ids rendered")
+        max_tokens = get_max_tokens(model.max_model_len, request.max_tokens, len(token_ids), model.sampling_defaults,
+                                    request.truncate_prompt_tokens)
+        params = completion_sampling_params(request, max_tokens, model.sampling_defaults)
+        kv, ec = hoist_transfer_params(params)
+        out.append(_generate_request(request_id=base if len(encoded) == 1 else f"{base}-{i}",
+                                     token_ids=token_ids, token_offsets=offsets, sampling_params=params,
+                                     request=request, kv=kv, ec=ec))
+    return out
+
+
+__all__ = ["RenderOptions", "RequestError", "render_chat", "render_completion", "request_size",
+           "effective_chat_kwargs", "check_model", "base_request_id"]

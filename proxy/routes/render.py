@@ -1,0 +1,56 @@
+"""POST /v1/chat/completions/render and POST /v1/completions/render (vLLM 0.33 wire format).
+
+The handler validates the body once with pydantic, then runs the synchronous render (template
+and tokenizer) inline for small prompts or in the bounded thread pool for large ones, so a
+32k-token prompt never stalls other requests on the event loop. Output goes through orjson.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from core.protocol.chat import ChatCompletionRequest
+from core.protocol.completion import CompletionRequest
+from core.render import RenderOptions, render_chat, render_completion, request_size
+from proxy.app import STATE, AppState
+from proxy.http import json_response, read_json_object, validate
+
+RENDER_OPTIONS = "render_options"
+
+
+def render_options(state: AppState) -> RenderOptions:
+    """The app's RenderOptions, built once from its ServerConfig (shared with the front door)."""
+    options = state.extras.get(RENDER_OPTIONS)
+    if options is None:
+        options = RenderOptions.from_config(state.config)
+        state.extras[RENDER_OPTIONS] = options
+    return options
+
+
+def _request_id_header(request: web.Request) -> str | None:
+    # vLLM uses the header whenever it is present, even when empty
+    return request.headers.get("X-Request-Id")
+
+
+async def chat_render(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await read_json_object(request)
+    chat = validate(ChatCompletionRequest, body)
+    result = await state.run_cpu(request_size(chat), render_chat, state.model, render_options(state), chat,
+                                 _request_id_header(request))
+    return json_response(result)
+
+
+async def completion_render(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await read_json_object(request)
+    completion = validate(CompletionRequest, body)
+    result = await state.run_cpu(request_size(completion), render_completion, state.model, render_options(state),
+                                 completion, _request_id_header(request))
+    return json_response(result)
+
+
+def setup(app: web.Application) -> None:
+    render_options(app[STATE])  # unknown parser names fail here, at start-up
+    app.router.add_post("/v1/chat/completions/render", chat_render)
+    app.router.add_post("/v1/completions/render", completion_render)
