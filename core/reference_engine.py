@@ -26,6 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from core.errors import RequestError, bad_request
 from core.model import ModelInfo
 
+
+def invalid(message: str, parameter: str, value: Any) -> RequestError:
+    """vLLM's SamplingParams check failure: `<message> (parameter=<p>, value=<v>)`, param = <p>."""
+    return RequestError(f"{message} (parameter={parameter}, value={value})", 400, "BadRequestError", parameter)
+
 DEFAULT_REPLIES: list[str] = [
     "<think>\nThe user said hello. A short, friendly answer is best.\n</think>\n\n"
     "Hello! I am a reference engine replaying canned replies. How can I help you today?",
@@ -138,6 +143,26 @@ class Sampling:
     stop_token_ids: frozenset[int] = frozenset()
     ignore_eos: bool = False
     logprobs: int | None = None
+    forced_token: int | None = None  # a logit_bias >= FORCING_BIAS (or a single allowed id) wins every step
+
+
+FORCING_BIAS = 50.0
+
+
+def _forced_token(params: dict[str, Any]) -> int | None:
+    """The token a real model would emit at every step under this bias (how tests force EOS / stop ids)."""
+    allowed = params.get("allowed_token_ids")
+    if isinstance(allowed, list) and len(allowed) == 1 and isinstance(allowed[0], int):
+        return allowed[0]
+    bias = params.get("logit_bias")
+    if isinstance(bias, dict) and bias:
+        try:
+            token, value = max(((int(k), float(v)) for k, v in bias.items()), key=lambda kv: kv[1])
+        except (TypeError, ValueError):
+            return None
+        if value >= FORCING_BIAS:
+            return token
+    return None
 
 
 def _number(params: dict[str, Any], key: str, default: Any) -> Any:
@@ -154,19 +179,19 @@ def parse_sampling(params: dict[str, Any], prompt_len: int, max_model_len: int,
     """Validate sampling_params as the engine does (spec 3.2): unknown keys dropped, ranges checked."""
     if params.get("stop"):
         raise bad_request(STOP_STRINGS_MESSAGE)
-    temperature = _number(params, "temperature", 1.0)
+    temperature = float(_number(params, "temperature", 1.0))
     if temperature < 0 or temperature > 2:
-        raise bad_request(f"temperature must be in [0, 2], got {temperature}.")
-    top_p = _number(params, "top_p", 1.0)
+        raise invalid(f"temperature must be in [0, 2], got {temperature}.", "temperature", temperature)
+    top_p = float(_number(params, "top_p", 1.0))
     if not 0 < top_p <= 1:
-        raise bad_request(f"top_p must be in (0, 1], got {top_p}.")
+        raise invalid(f"top_p must be in (0, 1], got {top_p}.", "top_p", top_p)
     for key in ("presence_penalty", "frequency_penalty"):
-        value = _number(params, key, 0.0)
+        value = float(_number(params, key, 0.0))
         if not -2 <= value <= 2:
-            raise bad_request(f"{key} must be in [-2, 2], got {value}.")
+            raise invalid(f"{key} must be in [-2, 2], got {value}.", key, value)
     n = _number(params, "n", 1)
     if not isinstance(n, int) or n < 1:
-        raise bad_request(f"n must be at least 1, got {n}.")
+        raise invalid(f"n must be at least 1, got {n}.", "n", n)
     if n > MAX_NUM_SEQS:
         raise bad_request(f"sampling_params.n must be at most the server's max_num_seqs "
                           f"({MAX_NUM_SEQS}), got {n}.")
@@ -178,7 +203,7 @@ def parse_sampling(params: dict[str, Any], prompt_len: int, max_model_len: int,
     if "max_tokens" in params and params["max_tokens"] is not None:  # presence is tracked per key
         max_tokens = _number(params, "max_tokens", 16)
         if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise bad_request(f"max_tokens must be at least 1, got {max_tokens}.")
+            raise invalid(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens", max_tokens)
         max_tokens = min(max_tokens, room)
     else:
         max_tokens = room
@@ -199,7 +224,8 @@ def parse_sampling(params: dict[str, Any], prompt_len: int, max_model_len: int,
     if not isinstance(stop_ids, list) or not all(isinstance(i, int) for i in stop_ids):
         raise bad_request("stop_token_ids must be a list of integers.")
     return Sampling(n=n, max_tokens=max_tokens, min_tokens=min_tokens, stop_token_ids=frozenset(stop_ids),
-                    ignore_eos=bool(params.get("ignore_eos")), logprobs=logprobs)
+                    ignore_eos=bool(params.get("ignore_eos")), logprobs=logprobs,
+                    forced_token=_forced_token(params))
 
 
 def check_request(req: GenerateRequestIn, model: ModelInfo) -> Sampling:
@@ -235,23 +261,32 @@ class ChoicePlan:
 
 def plan_choice(index: int, reply: Reply, sampling: Sampling, eos_ids: Sequence[int]) -> ChoicePlan:
     """Replay reply + EOS (cycling when EOS is ignored) under vLLM's stop checks, in its order:
-    nothing stops before min_tokens; then EOS / stop_token_ids (finish "stop", stop_reason = the id);
-    then max_tokens (finish "length")."""
+    nothing stops before min_tokens (stop ids are not sampled then: the reply goes on instead);
+    then EOS / stop_token_ids (finish "stop", stop_reason = the id); then max_tokens ("length").
+    A forcing logit_bias replaces every sampled token, as it would with a real model."""
     stops = set(sampling.stop_token_ids)
     if not sampling.ignore_eos:
         stops.update(eos_ids)
     source = list(reply.token_ids) + ([eos_ids[0]] if eos_ids else [])
     if not source:
         source = [0]
+    forced = sampling.forced_token
     out: list[int] = []
+    pos = 0
     while True:
-        for tok in source:
-            out.append(tok)
-            count = len(out)
-            if count >= sampling.min_tokens and tok in stops:
-                return ChoicePlan(index, out, "stop", tok)
-            if count >= sampling.max_tokens:
-                return ChoicePlan(index, out, "length", None)
+        count = len(out) + 1
+        if forced is not None and not (forced in stops and count <= sampling.min_tokens):
+            tok = forced
+        else:
+            tok = source[pos % len(source)]
+            pos += 1
+            if count <= sampling.min_tokens and tok in stops and any(t not in stops for t in source):
+                continue  # vLLM masks stop ids until min_tokens: a real model samples something else
+        out.append(tok)
+        if count >= sampling.min_tokens and tok in stops:
+            return ChoicePlan(index, out, "stop", tok)
+        if count >= sampling.max_tokens:
+            return ChoicePlan(index, out, "length", None)
 
 
 def fake_logprobs(token_id: int, position: int, k: int, vocab_size: int) -> dict[str, Any]:
@@ -276,6 +311,11 @@ def fake_logprobs(token_id: int, position: int, k: int, vocab_size: int) -> dict
             alt = (alt + 1) % vocab_size
         top.append({"token_id": alt, "logprob": lp(r), "rank": r})
     return {"token_id": token_id, "logprob": sampled["logprob"], "rank": rank, "top_logprobs": top}
+
+
+def weight_versions(tokens: int) -> list[dict[str, Any]]:
+    """The engine's weight-version span over a finished choice's output (one version, "default")."""
+    return [{"version": "default", "start": 0, "end": tokens}]
 
 
 def clamp_logprob(value: float) -> float:
@@ -332,7 +372,7 @@ class Generation:
         return self._event(plan, plan.token_ids[start:plan.sent],
                            plan.finish_reason if finished else None,
                            plan.stop_reason if finished else None,
-                           self.logprobs_for(plan, start, plan.sent))
+                           self.logprobs_for(plan, start, plan.sent), finished)
 
     def abort_events(self) -> list[dict[str, Any]]:
         """The terminal outputs of an aborted request: empty token_ids, finish_reason "abort"."""
@@ -341,11 +381,11 @@ class Generation:
             if not plan.done:
                 plan.done = True
                 events.append(self._event(plan, [], "abort", None, None if self.sampling.logprobs is None
-                                          else {"content": []}))
+                                          else {"content": []}, True))
         return events
 
     def _event(self, plan: ChoicePlan, ids: list[int], finish: str | None, stop_reason: int | None,
-               logprobs: dict[str, Any] | None) -> dict[str, Any]:
+               logprobs: dict[str, Any] | None, final: bool) -> dict[str, Any]:
         event: dict[str, Any] = {"request_id": self.request_id, "usage": None}
         if self.continuous_usage:
             prompt = len(self.prompt_ids)
@@ -358,7 +398,8 @@ class Generation:
         event["output_mode"] = "tokens"
         event["choices"] = [{"index": plan.index, "finish_reason": finish, "stop_reason": stop_reason,
                              "token_ids": ids, "routed_experts": None, "sampling_mask": None,
-                             "weight_versions": None, "logprobs": logprobs}]
+                             "weight_versions": weight_versions(plan.sent) if final else None,
+                             "logprobs": logprobs}]
         return event
 
     def usage_event(self) -> dict[str, Any]:
@@ -382,7 +423,7 @@ class Generation:
             plan.done = True
             choices.append({"index": plan.index, "finish_reason": finish, "stop_reason": stop_reason,
                             "token_ids": ids, "routed_experts": None, "sampling_mask": None,
-                            "weight_versions": None, "logprobs": self.logprobs_for(plan, 0, len(ids))})
+                            "weight_versions": weight_versions(len(ids)), "logprobs": self.logprobs_for(plan, 0, len(ids))})
         prompt, completion = len(self.prompt_ids), self.completion_tokens
         return {
             "request_id": self.request_id, "model": self.model_name, "created": self.created,
@@ -416,4 +457,5 @@ def engine_request_id(body_request_id: str | None, header_request_id: str | None
 
 
 def missing_request_ids() -> RequestError:
-    return bad_request("Missing 'request_ids' in request body")
+    # vLLM raises a FastAPI HTTPException here, which its handler renders with type "Bad Request"
+    return RequestError("Missing 'request_ids' in request body", 400, "Bad Request")

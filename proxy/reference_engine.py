@@ -106,6 +106,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
 
 async def _full(engine: ReferenceEngine, gen: Generation, abort: asyncio.Event) -> web.Response:
     steps = max(len(p.token_ids) for p in gen.plans)
+    started = time.monotonic()
     try:
         if engine.faults.stall_after is not None:
             await abort.wait()
@@ -117,12 +118,19 @@ async def _full(engine: ReferenceEngine, gen: Generation, abort: asyncio.Event) 
     except asyncio.CancelledError:  # the client went away: vLLM aborts the engine request
         engine.record_abort(gen.request_id, "disconnect")
         raise
+    if abort.is_set():  # the tokens generated until the abort, as vLLM returns them
+        done = int((time.monotonic() - started) / engine.token_delay) if engine.token_delay > 0 else 0
+        if engine.faults.stall_after is not None:
+            done = min(done, engine.faults.stall_after)
+        for plan in gen.plans:
+            plan.sent = min(done, len(plan.token_ids))
+            plan.done = plan.sent >= len(plan.token_ids)
     return json_response(gen.response(aborted=abort.is_set()))
 
 
 async def _stream(request: web.Request, engine: ReferenceEngine, gen: Generation,
                   abort: asyncio.Event) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await resp.prepare(request)
     faults, delay = engine.faults, engine.token_delay
     sent = 0

@@ -27,6 +27,7 @@ log = logging.getLogger("derender_proxy.engine")
 
 ENGINE_ID_PREFIX = "generate-tokens-"
 ABORT_TIMEOUT = 5.0
+STREAM_CUT_MESSAGE = "The inference engine closed the stream before it finished."
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,27 @@ class Engine:
     async def generate(self, request: dict[str, Any]) -> dict[str, Any]:
         """Non-streaming generate: the GenerateTokensResponse as a dict."""
         body = orjson.dumps(request)
-        resp = await self._post("/inference/v1/generate", body, request.get("request_id"),
-                                self.timeouts.first_token)
+        request_id = request.get("request_id")
         try:
-            data = await resp.read()
+            resp = await self._post("/inference/v1/generate", body, request_id, self.timeouts.first_token)
+            data = await self._read_full(resp)
+        except asyncio.CancelledError:
+            # the client went away: the dropped connection cancels the engine's handler, and the
+            # explicit abort covers engines (or proxies in between) that do not notice
+            if request_id:
+                self.abort_in_background([ENGINE_ID_PREFIX + request_id])
+            raise
+        if resp.status != 200:
+            raise engine_status_error(resp.status, data)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise EngineError("The inference engine sent an invalid response.", 502, "BadGatewayError",
+                              kind="stream") from None
+
+    async def _read_full(self, resp: aiohttp.ClientResponse) -> bytes:
+        try:
+            return await resp.read()
         except asyncio.TimeoutError:
             resp.close()
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
@@ -136,13 +154,6 @@ class Engine:
                               kind="stream", retryable=True) from None
         finally:
             resp.release()
-        if resp.status != 200:
-            raise engine_status_error(resp.status, data)
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise EngineError("The inference engine sent an invalid response.", 502, "BadGatewayError",
-                              kind="stream") from None
 
     async def open_stream(self, request: dict[str, Any]) -> EngineStream:
         """Start a streaming generate; returns once the engine accepted it (status 200)."""
@@ -222,12 +233,13 @@ class EngineStream:
                                   retryable=True) from None
             except (aiohttp.ClientError, ConnectionError) as exc:
                 self.abort()
-                raise EngineError(f"The inference engine stream broke: {exc}", 502, "BadGatewayError",
-                                  kind="stream", started=self.started, retryable=True) from None
+                log.warning("engine %s stream broke: %s", self.engine.url, exc)
+                raise EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream", started=self.started,
+                                  retryable=True) from None
             if not data:  # EOF without [DONE]: the engine (or the network) cut the stream
                 self.abort()
-                raise EngineError("The inference engine closed the stream before it finished.", 502,
-                                  "BadGatewayError", kind="stream", started=self.started, retryable=True)
+                raise EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream", started=self.started,
+                                  retryable=True)
             self._pending.extend(self._decoder.feed(data))
         payload = self._pending.popleft()
         if payload == DONE:

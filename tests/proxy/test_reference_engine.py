@@ -137,9 +137,13 @@ async def test_max_tokens_min_tokens_stop_token_ids_ignore_eos(make_engine, qwen
     c = await choice(stop_token_ids=[reply_ids[stop_at]])
     assert (c["finish_reason"], c["stop_reason"], c["token_ids"]) == (
         "stop", reply_ids[stop_at], reply_ids[:stop_at + 1])
-    # EOS is not a stop before min_tokens: generation goes on (replaying the reply)
-    c = await choice(min_tokens=len(reply_ids) + 3, max_tokens=len(reply_ids) + 5)
-    assert c["finish_reason"] == "length" and IM_END in c["token_ids"]
+    # stop ids cannot be sampled before min_tokens (vLLM masks them): the reply goes on
+    c = await choice(min_tokens=len(reply_ids) + 2, max_tokens=3 * len(reply_ids))
+    assert (c["finish_reason"], c["stop_reason"]) == ("stop", IM_END)
+    assert c["token_ids"] == reply_ids + reply_ids + [IM_END]
+    # a forcing logit_bias emits that token (how the oracle recordings force EOS)
+    c = await choice(logit_bias={str(IM_END): 100}, min_tokens=3)
+    assert (c["finish_reason"], c["stop_reason"], c["token_ids"]) == ("stop", IM_END, reply_ids[:3] + [IM_END])
     c = await choice(ignore_eos=True, max_tokens=2 * len(reply_ids) + 4)
     assert c["finish_reason"] == "length" and len(c["token_ids"]) == 2 * len(reply_ids) + 4
     # without max_tokens the engine allows max_model_len - prompt_len
