@@ -1,0 +1,481 @@
+"""The drop-in front door: `POST /v1/chat/completions` and `POST /v1/completions`.
+
+One hop: validate the OpenAI request once (pydantic), render it (`core.render`), send the
+GenerateRequest to a tokens-only engine from the pool, and derender each engine chunk in-process
+(`core.frontdoor`: detokenizer, stop strings, logprobs, parsers), writing `vllm serve`'s exact
+chunks as SSE. No per-chunk HTTP, no per-chunk pydantic; chunks are plain dicts through orjson.
+
+* `stop` never reaches the engine (a tokens-only engine answers 400 to it, spec 0.3): stop strings
+  are matched here, and when every choice has stopped the engine request is aborted.
+* A client that goes away (handler cancelled) aborts the engine request at once: the stream is
+  closed and `/inference/v1/abort_requests` is posted.
+* Failures before the first token are JSON error bodies (engine unreachable 503, engine 4xx passed
+  on, 5xx as 502, timeouts 504); after the stream started, a `data: {"error":...}` event and
+  `data: [DONE]`, so a client never hangs.
+* Non-streamed answers without stop strings use the engine's non-streaming generate; with stop
+  strings they read the engine stream so the request can be cut short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from core.errors import RequestError, error_json
+from core.frontdoor import (
+    ChatChoiceStream, CompletionChoiceStream, DecodeOptions, chat_continuous_usage, chat_response,
+    chat_role_chunk, chat_chunk, completion_response, usage_chunk,
+)
+from core.model import ModelInfo
+from core.parsers.pipeline import ChatOutputParser
+from core.protocol.chat import ChatCompletionRequest
+from core.protocol.completion import CompletionRequest
+from core.render import RenderOptions, effective_chat_kwargs, render_chat, render_completion, request_size
+from proxy import lifecycle
+from proxy.app import STATE
+from proxy.engine import pool as engine_pool
+from proxy.engine.client import EngineError, EngineStream
+from proxy.engine.pool import EnginePool, pool_of
+from proxy.http import json_response, read_json_object, validate
+from proxy.metrics import METRICS
+
+log = logging.getLogger("derender_proxy.openai")
+
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+DONE = b"data: [DONE]\n\n"
+SHUTDOWN_MESSAGE = "The server is shutting down."
+
+
+@dataclass
+class FrontDoor:
+    """Per-app settings resolved once at start-up."""
+
+    render: RenderOptions
+    reasoning_field: str
+
+
+FRONT_DOOR: web.AppKey[FrontDoor] = web.AppKey("front_door", FrontDoor)
+
+
+def _sse(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def _error_event(exc: EngineError | RequestError) -> bytes:
+    return b"data: " + error_json(exc.message, exc.type, exc.status, getattr(exc, "param", None)) + b"\n\n"
+
+
+def _client_error(exc: EngineError) -> RequestError:
+    return RequestError(exc.message, exc.status, exc.type)
+
+
+def engine_body(gen: dict[str, Any], stream: bool) -> dict[str, Any]:
+    """The GenerateRequest for the engine: no stop strings (we enforce them), no usage events (we
+    count), no model alias (the engine may serve another name)."""
+    body = dict(gen)
+    params = dict(gen["sampling_params"])
+    if params.get("stop"):
+        params["stop"] = []
+    params.pop("output_text_buffer_length", None)
+    params["output_kind"] = 1 if stream else 2
+    body["sampling_params"] = params
+    body["stream"] = stream
+    body["stream_options"] = None
+    body["model"] = None
+    return body
+
+
+class EngineRun:
+    """The engine side of one request: its streams (one per prompt), aborts, metrics."""
+
+    def __init__(self, request: web.Request, pool: EnginePool) -> None:
+        self.request = request
+        self.pool = pool
+        self.metrics = request.app.get(METRICS)
+        self.streams: list[EngineStream] = []
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._t0 = time.monotonic()
+
+    async def open(self, body: dict[str, Any], prompt_ids: Sequence[int]) -> tuple[EngineStream, dict | None]:
+        try:
+            stream, first = await self.pool.open_stream(body, prompt_ids)
+        except EngineError as exc:
+            raise _client_error(exc) from None
+        self.streams.append(stream)
+        if self.metrics is not None:
+            self.metrics.observe_ttft(time.monotonic() - self._t0)
+        return stream, first
+
+    def abort_all(self, cause: str) -> None:
+        aborted = False
+        for stream in self.streams:
+            aborted |= stream.abort()
+        if aborted and self.metrics is not None and cause != "shutdown":
+            self.metrics.abort(cause)
+
+    def count(self, prompt: int, completion: int) -> None:
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+
+    def report_tokens(self) -> None:
+        if self.metrics is not None:
+            self.metrics.add_tokens(self.prompt_tokens, self.completion_tokens, request=self.request)
+
+
+async def _events(stream: EngineStream, first: dict | None, metrics: Any):
+    """The engine events of one stream, first one included, timing inter-token gaps."""
+    event = first
+    last = time.monotonic()
+    while event is not None:
+        yield event
+        event = await stream.next()
+        if metrics is not None and event is not None:
+            now = time.monotonic()
+            metrics.observe_itl(now - last)
+            last = now
+
+
+async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any):
+    """Several engine streams (multi-prompt completions) as one sequence of (prompt index, event)."""
+    if len(sources) == 1:
+        stream, first = sources[0]
+        async for event in _events(stream, first, metrics):
+            yield 0, event
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    end = object()
+
+    async def pump(i: int, stream: EngineStream, first: dict | None) -> None:
+        try:
+            async for event in _events(stream, first, metrics):
+                await queue.put((i, event))
+        except BaseException as exc:  # the consumer re-raises it
+            await queue.put((i, exc))
+        finally:
+            await queue.put((i, end))
+
+    tasks = [asyncio.get_running_loop().create_task(pump(i, s, f)) for i, (s, f) in enumerate(sources)]
+    remaining = len(tasks)
+    try:
+        while remaining:
+            i, item = await queue.get()
+            if item is end:
+                remaining -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield i, item
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+# -- chat -------------------------------------------------------------------------------------------
+
+def _chat_role(req: ChatCompletionRequest) -> str:
+    if req.add_generation_prompt:
+        return "assistant"
+    return str(req.messages[-1].get("role") or "assistant")
+
+
+def _chat_echo_prefix(req: ChatCompletionRequest, role: str) -> str | None:
+    if not req.echo or not req.messages:
+        return None
+    last = req.messages[-1]
+    if last.get("role") != role:
+        return None
+    content = last.get("content")
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or None
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    state, door = app[STATE], app[FRONT_DOOR]
+    model = state.model
+    data = await read_json_object(request)
+    req = validate(ChatCompletionRequest, data)
+    gen = await state.run_cpu(request_size(req), render_chat, model, door.render, req,
+                              request.headers.get("X-Request-Id"))
+    pool = pool_of(app)
+    parser = ChatOutputParser.for_request(
+        model=model, reasoning_parser=state.config.reasoning_parser,
+        tool_call_parser=state.config.tool_call_parser,
+        enable_auto_tool_choice=state.config.enable_auto_tool_choice, request=req,
+        chat_template_kwargs=effective_chat_kwargs(req, door.render))
+    sampling = gen["sampling_params"]
+    opts = DecodeOptions.from_sampling(sampling, stop=sampling.get("stop"), chat=True, request=req)
+    prompt_ids: list[int] = gen["token_ids"]
+    n = int(sampling.get("n") or 1)
+    choices = [ChatChoiceStream(i, model, opts, prompt_ids, parser, reasoning_field=door.reasoning_field,
+                                return_token_ids=bool(req.return_token_ids),
+                                include_reasoning=req.include_reasoning is not False) for i in range(n)]
+    run = EngineRun(request, pool)
+    run.count(len(prompt_ids), 0)
+    created = int(time.time())
+    if req.stream:
+        return await _chat_stream(request, run, req, gen, choices, created, model)
+    return await _chat_full(run, req, gen, choices, created, model, bool(opts.stop))
+
+
+async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list[Any]], use_stream: bool) -> None:
+    """Read every engine answer into its choices (non-streamed client answers)."""
+    if not use_stream:
+        async def one(gen: dict[str, Any], group: list[Any]) -> None:
+            try:
+                _, response = await run.pool.generate(engine_body(gen, stream=False), gen["token_ids"])
+            except EngineError as exc:
+                raise _client_error(exc) from None
+            for choice in response.get("choices") or []:
+                index = choice.get("index", 0)
+                if 0 <= index < len(group):
+                    group[index].collect(choice)
+        await asyncio.gather(*(one(g, grp) for g, grp in zip(gens, groups)))
+        return
+    sources = list(await asyncio.gather(*(run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens)))
+    live = set(range(len(gens)))
+    try:
+        async for i, event in _merged(sources, run.metrics):
+            group = groups[i]
+            for choice in event.get("choices") or ():
+                index = choice.get("index", 0)
+                if 0 <= index < len(group):
+                    group[index].collect(choice)
+            if i in live and all(c.finished for c in group) and not all(c.engine_done for c in group):
+                live.discard(i)  # cut by a stop string: stop the engine (else its [DONE] ends the stream)
+                if sources[i][0].abort() and run.metrics is not None:
+                    run.metrics.abort("stop_string")
+            if not live:
+                break
+    except EngineError as exc:
+        run.abort_all("error")
+        raise _client_error(exc) from None
+
+
+async def _chat_full(run: EngineRun, req: ChatCompletionRequest, gen: dict[str, Any],
+                     choices: list[ChatChoiceStream], created: int, model: ModelInfo, has_stop: bool
+                     ) -> web.Response:
+    try:
+        await _collect(run, [gen], [choices], use_stream=has_stop)
+    except asyncio.CancelledError:
+        run.abort_all("client_disconnect")
+        raise
+    role = _chat_role(req)
+    echo = _chat_echo_prefix(req, role)
+    out = [c.response_choice(role, gen["token_ids"], echo) for c in choices]
+    completion = sum(c.decoder.num_tokens for c in choices)
+    run.count(0, completion)
+    run.report_tokens()
+    return json_response(chat_response(gen["request_id"], created, model.name, out, len(gen["token_ids"]),
+                                       completion, gen["token_ids"] if req.return_token_ids else None))
+
+
+async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletionRequest, gen: dict[str, Any],
+                       choices: list[ChatChoiceStream], created: int, model: ModelInfo) -> web.StreamResponse:
+    stream, first = await run.open(engine_body(gen, stream=True), gen["token_ids"])
+    options = req.stream_options
+    include_usage = bool(options and options.include_usage)
+    continuous = include_usage and bool(options and options.continuous_usage_stats)
+    rid, name = gen["request_id"], model.name
+    prompt_tokens = len(gen["token_ids"])
+    resp = web.StreamResponse(headers=SSE_HEADERS)
+    try:
+        await resp.prepare(request)
+    except BaseException:
+        run.abort_all("client_disconnect")
+        raise
+
+    def on_abort(cause: str) -> None:
+        run.abort_all(cause)
+
+    try:
+        with lifecycle.track(request, on_abort) as tracked:
+            role = _chat_role(req)
+            usage0 = chat_continuous_usage(prompt_tokens, 0) if continuous else None
+            prompt_ids = gen["token_ids"] if req.return_token_ids else None
+            head = [_sse(chat_role_chunk(rid, created, name, c.index, role, prompt_ids, usage0)) for c in choices]
+            echo = _chat_echo_prefix(req, role)
+            if echo:
+                head += [_sse(chat_chunk(rid, created, name, {"index": c.index, "delta": {"content": echo},
+                                                               "logprobs": None, "finish_reason": None},
+                                         usage0)) for c in choices]
+            await resp.write(b"".join(head))
+            error: bytes | None = None
+            try:
+                async for event in _events(stream, first, run.metrics):
+                    out = []
+                    for choice in event.get("choices") or ():
+                        index = choice.get("index", 0)
+                        if not 0 <= index < len(choices):
+                            continue
+                        state = choices[index]
+                        delta = state.step(choice)
+                        if delta is not None:
+                            usage = (chat_continuous_usage(prompt_tokens, state.decoder.num_tokens)
+                                     if continuous else None)
+                            out.append(_sse(chat_chunk(rid, created, name, delta, usage)))
+                    if out:
+                        await resp.write(b"".join(out))
+                    if all(c.finished for c in choices) and not all(c.engine_done for c in choices):
+                        run.abort_all("stop_string")  # cut by a stop string (else [DONE] ends the stream)
+                        break
+                if tracked.aborted is not None:
+                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+            except EngineError as exc:
+                if tracked.aborted is not None:
+                    exc = RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError")  # type: ignore[assignment]
+                error = _error_event(exc)
+                run.abort_all("error")
+            completion = sum(c.decoder.num_tokens for c in choices)
+            run.count(0, completion)
+            tail = []
+            if error is not None:
+                tail.append(error)
+            elif include_usage:
+                tail.append(_sse(usage_chunk(rid, created, name, "chat.completion.chunk", prompt_tokens,
+                                             completion)))
+            tail.append(DONE)
+            await resp.write(b"".join(tail))
+            await resp.write_eof()
+    except (asyncio.CancelledError, ConnectionResetError):
+        run.abort_all("client_disconnect")
+        raise
+    finally:
+        run.report_tokens()
+    return resp
+
+
+# -- completions -----------------------------------------------------------------------------------
+
+def _prompt_text(model: ModelInfo, req: CompletionRequest, i: int, prompt_ids: list[int]) -> str:
+    prompt = req.prompt
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[i] if i < len(prompt) else None, str):
+        return prompt[i]  # type: ignore[return-value]
+    return model.tokenizer.decode(prompt_ids)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    state, door = app[STATE], app[FRONT_DOOR]
+    model = state.model
+    data = await read_json_object(request)
+    req = validate(CompletionRequest, data)
+    gens = await state.run_cpu(request_size(req), render_completion, model, door.render, req,
+                               request.headers.get("X-Request-Id"))
+    pool = pool_of(app)
+    sampling = gens[0]["sampling_params"]
+    opts = DecodeOptions.from_sampling(sampling, stop=sampling.get("stop"), chat=False, request=req)
+    n = int(sampling.get("n") or 1)
+    groups: list[list[CompletionChoiceStream]] = []
+    for p, gen in enumerate(gens):
+        echo = _prompt_text(model, req, p, gen["token_ids"]) if req.echo else None
+        groups.append([CompletionChoiceStream(p * n + i, model, opts, gen["token_ids"],
+                                              return_token_ids=bool(req.return_token_ids), echo_text=echo)
+                       for i in range(n)])
+    run = EngineRun(request, pool)
+    prompt_tokens = sum(len(g["token_ids"]) for g in gens)
+    run.count(prompt_tokens, 0)
+    created = int(time.time())
+    base_id = gens[0]["request_id"] if len(gens) == 1 else gens[0]["request_id"].rsplit("-", 1)[0]
+    if req.stream:
+        return await _completion_stream(request, run, req, gens, groups, created, model, base_id)
+    try:
+        await _collect(run, gens, groups, use_stream=bool(opts.stop))
+    except asyncio.CancelledError:
+        run.abort_all("client_disconnect")
+        raise
+    out = [c.response_choice() for group in groups for c in group]
+    completion = sum(c.decoder.num_tokens for group in groups for c in group)
+    run.count(0, completion)
+    run.report_tokens()
+    return json_response(completion_response(base_id, created, model.name, out, prompt_tokens, completion))
+
+
+async def _completion_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
+                             gens: list[dict[str, Any]], groups: list[list[CompletionChoiceStream]], created: int,
+                             model: ModelInfo, rid: str) -> web.StreamResponse:
+    sources = list(await asyncio.gather(*(run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens),
+                                        return_exceptions=True))
+    failed = next((s for s in sources if isinstance(s, BaseException)), None)
+    if failed is not None:
+        for s in sources:
+            if not isinstance(s, BaseException):
+                s[0].abort()
+        raise failed
+    options = req.stream_options
+    include_usage = bool(options and options.include_usage)
+    continuous = include_usage and bool(options and options.continuous_usage_stats)
+    name = model.name
+    prompt_lens = [len(g["token_ids"]) for g in gens]
+    resp = web.StreamResponse(headers=SSE_HEADERS)
+    try:
+        await resp.prepare(request)
+    except BaseException:
+        run.abort_all("client_disconnect")
+        raise
+    live = set(range(len(gens)))
+    try:
+        with lifecycle.track(request, lambda cause: run.abort_all(cause)) as tracked:
+            error: bytes | None = None
+            try:
+                async for p, event in _merged(sources, run.metrics):  # type: ignore[arg-type]
+                    group = groups[p]
+                    out = []
+                    for choice in event.get("choices") or ():
+                        index = choice.get("index", 0)
+                        if not 0 <= index < len(group):
+                            continue
+                        chunk = group[index].chunk(choice, rid, created, name,
+                                                   prompt_lens[p] if continuous else None)
+                        if chunk is not None:
+                            out.append(_sse(chunk))
+                    if out:
+                        await resp.write(b"".join(out))
+                    if p in live and all(c.finished for c in group) and not all(c.engine_done for c in group):
+                        live.discard(p)  # cut by a stop string
+                        if sources[p][0].abort() and run.metrics is not None:  # type: ignore[index]
+                            run.metrics.abort("stop_string")
+                    if not live:
+                        break
+                if tracked.aborted is not None:
+                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+            except EngineError as exc:
+                if tracked.aborted is not None:
+                    exc = RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError")  # type: ignore[assignment]
+                error = _error_event(exc)
+                run.abort_all("error")
+            completion = sum(c.decoder.num_tokens for group in groups for c in group)
+            run.count(0, completion)
+            tail = []
+            if error is not None:
+                tail.append(error)
+            elif include_usage:
+                tail.append(_sse(usage_chunk(rid, created, name, "text_completion", sum(prompt_lens), completion)))
+            tail.append(DONE)
+            await resp.write(b"".join(tail))
+            await resp.write_eof()
+    except (asyncio.CancelledError, ConnectionResetError):
+        run.abort_all("client_disconnect")
+        raise
+    finally:
+        run.report_tokens()
+    return resp
+
+
+def setup(app: web.Application) -> None:
+    config = app[STATE].config
+    app[FRONT_DOOR] = FrontDoor(render=RenderOptions.from_config(config), reasoning_field=config.reasoning_field)
+    engine_pool.install(app)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
