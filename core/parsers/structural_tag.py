@@ -40,11 +40,72 @@ def _output_format(structured: Any) -> dict[str, Any] | None:
     return None
 
 
-def apply_structural_tag(request: Any, envelopes: list[tuple[str, str]], triggers: list[str]) -> Any:
-    """Set `request.structured_outputs` like vLLM's `_apply_structural_tag` for one tag model.
+THINK_EXCLUDES = ["<think>", "</think>"]
 
-    `envelopes` are (begin, end) pairs with `{name}` where the function name goes.
+
+class TagModel:
+    """One xgrammar builtin tag model: the call envelope(s) and how calls are listed.
+
+    `envelopes`: (begin, end) with `{name}`; `style`: the arguments' JSON style;
+    `triggers`: what starts a call in "auto"; `excludes`: markup the auto tag forbids inside
+    (xgrammar lists the think tags for most models); `separator`: between calls;
+    `wrapper`: (begin, end) around the whole list (DeepSeek), or None.
     """
+
+    def __init__(self, envelopes: list[tuple[str, str]], triggers: list[str], *, style: str = "json",
+                 excludes: list[str] | None = None, separator: str = "",
+                 wrapper: tuple[str, str] | None = None, required_triggered: bool = False) -> None:
+        self.envelopes = envelopes
+        self.triggers = triggers
+        self.style = style
+        self.excludes = excludes or []
+        self.separator = separator
+        self.wrapper = wrapper
+        self.required_triggered = required_triggered
+
+    def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        tags = []
+        for function in tools:
+            strict = function.get("strict") is True
+            schema = (function.get("parameters") if function.get("parameters") is not None
+                      else {"type": "object"}) if strict else True
+            content = _json_content(schema)
+            content["style"] = self.style
+            for begin, end in self.envelopes:
+                tags.append({"type": "tag", "begin": begin.replace("{name}", function.get("name", "")),
+                             "content": content, "end": end})
+        return tags
+
+    def format(self, tools: list[dict[str, Any]], required: bool) -> dict[str, Any]:
+        tags = self.tags(tools)
+        if self.wrapper is not None:
+            inner = {"type": "tags_with_separator", "tags": tags, "separator": self.separator,
+                     "at_least_one": True, "stop_after_first": False}
+            block = {"type": "tag", "begin": self.wrapper[0], "content": inner, "end": self.wrapper[1]}
+            if required:
+                return block
+            return {"type": "triggered_tags", "triggers": self.triggers, "tags": [block], "at_least_one": False,
+                    "stop_after_first": False, "excludes": self.excludes}
+        if required and not self.required_triggered:
+            return {"type": "tags_with_separator", "tags": tags, "separator": self.separator,
+                    "at_least_one": True, "stop_after_first": False}
+        return {"type": "triggered_tags", "triggers": self.triggers, "tags": tags, "at_least_one": required,
+                "stop_after_first": False, "excludes": self.excludes}
+
+
+def _limit_to_single_call(node: Any) -> None:
+    if isinstance(node, dict):
+        if node.get("type") in ("triggered_tags", "tags_with_separator"):
+            node["stop_after_first"] = True
+        for value in node.values():
+            _limit_to_single_call(value)
+    elif isinstance(node, list):
+        for value in node:
+            _limit_to_single_call(value)
+
+
+def apply_structural_tag(request: Any, model: TagModel) -> Any:
+    """Set `request.structured_outputs` like vLLM's `_apply_structural_tag` for one tag model."""
     tools = [_dump(t) for t in (getattr(request, "tools", None) or [])]
     if not tools:
         return request
@@ -66,25 +127,15 @@ def apply_structural_tag(request: Any, envelopes: list[tuple[str, str]], trigger
         output = _output_format(structured)
         if output is None:
             return request  # not a JSON constraint: the structured output applies alone
-    selected = [t for t in tools if named is None or (t.get("function") or {}).get("name") == named]
-    tags = []
-    for tool in selected:
-        function = tool.get("function") or {}
-        strict = function.get("strict") is True
-        schema = (function.get("parameters") if function.get("parameters") is not None
-                  else {"type": "object"}) if strict else True
-        for begin, end in envelopes:
-            tags.append({"type": "tag", "begin": begin.replace("{name}", function.get("name", "")),
-                         "content": _json_content(schema), "end": end})
-    if is_auto and output is None:
-        fmt: dict[str, Any] = {"type": "triggered_tags", "triggers": triggers, "tags": tags,
-                               "at_least_one": False, "stop_after_first": single_call, "excludes": []}
-    else:
-        fmt = {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True,
-               "stop_after_first": single_call or named is not None}
-        if output is not None:
-            fmt = {"type": "or", "elements": [fmt, output]}
-    tag = json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=True)
+    functions = [t.get("function") or {} for t in tools]
+    if named is not None:
+        functions = [f for f in functions if f.get("name") == named]
+    fmt = model.format(functions, required=not (is_auto and output is None))
+    if single_call or named is not None:
+        _limit_to_single_call(fmt)
+    if output is not None:
+        fmt = {"type": "or", "elements": [fmt, output]}
+    tag = json.dumps({"type": "structural_tag", "format": fmt})
     params_cls = type(structured) if structured is not None else None
     if params_cls is None:
         from core.protocol.common import StructuredOutputsParams

@@ -26,7 +26,7 @@ from typing import Any
 from core.parsers.base import State, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import JsonScanner, new_state
 from core.parsers.registry import register_tool
-from core.parsers.structural_tag import apply_structural_tag
+from core.parsers.structural_tag import TagModel, apply_structural_tag
 from core.parsers.text import partial_suffix
 
 TOOL_START = "<tool_call>"
@@ -116,15 +116,15 @@ class HermesToolParser(ToolParser):
     name = "hermes"
     # vLLM constrains required/named calls with its structural tag, then parses them as "auto"
     supports_required_and_named = False
-    ENVELOPES = [('<tool_call>\n{"name": "{name}", "arguments": ', "}\n</tool_call>"),
-                 ('<tool_call>{"name": "{name}", "arguments": ', "}</tool_call>")]
+    TAG_MODEL = TagModel([('<tool_call>\n{"name": "{name}", "arguments": ', "}\n</tool_call>"),
+                          ('<tool_call>{"name": "{name}", "arguments": ', "}</tool_call>")], [TOOL_START])
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.reader = JsonCallReader(("arguments",))
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.ENVELOPES, [TOOL_START])
+        request = apply_structural_tag(request, self.TAG_MODEL)
         if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
             request.skip_special_tokens = False
         return request
