@@ -1,0 +1,153 @@
+"""/v1/completions through the proxy in front of a reference engine, with the official client."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import orjson
+import pytest
+
+from proxy.reference_engine import Faults
+from tests.proxy.frontdoor_stack import Stack, post_raw
+
+REPLY = "The quick brown fox jumps over the lazy dog. 東京 🙂"
+
+
+@pytest.fixture(scope="module")
+def stack(qwen3):
+    s = Stack(qwen3)
+    yield s
+    s.close()
+
+
+def client(stack: Stack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+
+
+def aggregate(chunks) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            agg = out.setdefault(choice.index, {"text": "", "finish_reason": None, "stop_reason": None,
+                                                "tokens": [], "offsets": []})
+            agg["text"] += choice.text
+            if choice.logprobs:
+                agg["tokens"] += choice.logprobs.tokens
+                agg["offsets"] += choice.logprobs.text_offset
+            if choice.finish_reason:
+                agg["finish_reason"] = choice.finish_reason
+                agg["stop_reason"] = choice.model_extra.get("stop_reason")
+    return out
+
+
+def test_completion_non_stream_and_stream_agree(stack, qwen3):
+    stack.set_replies([REPLY])
+    c = client(stack)
+    full = c.completions.create(model="tiny-qwen3", prompt="Say something", max_tokens=200)
+    (choice,) = full.choices
+    assert choice.text == REPLY and choice.finish_reason == "stop"
+    assert full.object == "text_completion" and full.id.startswith("cmpl-")
+    assert full.usage.prompt_tokens == len(qwen3.tokenizer.encode("Say something"))
+    assert full.usage.completion_tokens == len(qwen3.tokenizer.encode(REPLY)) + 1
+    chunks = list(c.completions.create(model="tiny-qwen3", prompt="Say something", max_tokens=200, stream=True,
+                                       stream_options={"include_usage": True}))
+    agg = aggregate(chunks)[0]
+    assert agg["text"] == choice.text and agg["finish_reason"] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+
+
+def test_completion_length_finish(stack, qwen3):
+    stack.set_replies([REPLY])
+    r = client(stack).completions.create(model="tiny-qwen3", prompt="x", max_tokens=4)
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].text == qwen3.tokenizer.decode(qwen3.tokenizer.encode(REPLY)[:4])
+    assert stack.last_engine_request()["sampling_params"]["max_tokens"] == 4
+
+
+def test_completion_wire_format(stack):
+    stack.set_replies(["Hi there"])
+    status, _, text = post_raw(stack.url + "/v1/completions", {"prompt": "x", "stream": True,
+                                                               "stream_options": {"include_usage": True}})
+    assert status == 200
+    parts = text.split("\n\n")
+    assert parts[-2:] == ["data: [DONE]", ""]
+    *events, usage = [orjson.loads(p[6:]) for p in parts[:-2]]
+    for event in events:
+        assert list(event) == ["id", "object", "created", "model", "choices", "kv_transfer_params"]
+        assert list(event["choices"][0]) == ["index", "text", "logprobs", "finish_reason", "stop_reason",
+                                             "prompt_token_ids", "token_ids", "weight_versions"]
+    assert list(usage) == ["id", "object", "created", "model", "choices", "usage"]
+    assert list(usage["usage"]) == ["prompt_tokens", "total_tokens", "completion_tokens"]
+    full = json.loads(post_raw(stack.url + "/v1/completions", {"prompt": "x"})[2])
+    assert list(full) == ["id", "object", "created", "model", "choices", "service_tier", "system_fingerprint",
+                          "usage", "kv_transfer_params", "ec_transfer_params", "metrics"]
+    assert list(full["choices"][0]) == ["index", "text", "logprobs", "finish_reason", "stop_reason", "token_ids",
+                                        "prompt_logprobs", "prompt_token_ids", "routed_experts", "weight_versions"]
+
+
+def test_several_prompts_and_n(stack):
+    stack.set_replies(["alpha beta", "gamma delta epsilon"])
+    c = client(stack)
+    full = c.completions.create(model="tiny-qwen3", prompt=["first prompt", "second prompt"], n=2,
+                                temperature=1.0, max_tokens=50)
+    assert [ch.index for ch in full.choices] == [0, 1, 2, 3]
+    chunks = list(c.completions.create(model="tiny-qwen3", prompt=["first prompt", "second prompt"], n=2,
+                                       temperature=1.0, max_tokens=50, stream=True))
+    agg = aggregate(chunks)
+    assert {i: agg[i]["text"] for i in agg} == {ch.index: ch.text for ch in full.choices}
+    # one engine request per prompt, named like vLLM's render names them
+    ids = [r["request_id"] for r in list(stack.engine_state.received)[-2:]]
+    assert sorted(ids) == [f"{chunks[0].id}-0", f"{chunks[0].id}-1"]
+
+
+def test_echo(stack):
+    stack.set_replies([" and more"])
+    r = client(stack).completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20)
+    assert r.choices[0].text == "Start and more"
+    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20,
+                                                   stream=True))
+    assert aggregate(chunks)[0]["text"] == "Start and more"
+
+
+def test_logprobs_text_offsets(stack):
+    stack.set_replies([REPLY])
+    c = client(stack)
+    full = c.completions.create(model="tiny-qwen3", prompt="x", logprobs=2, max_tokens=200)
+    lp = full.choices[0].logprobs
+    assert lp.text_offset[0] == 0
+    for a, b, tok in zip(lp.text_offset, lp.text_offset[1:], lp.tokens):
+        assert b == a + len(tok)
+    assert all(t is None or len(t) <= 3 for t in lp.top_logprobs)  # logprobs + 1 candidates
+    agg = aggregate(c.completions.create(model="tiny-qwen3", prompt="x", logprobs=2, max_tokens=200, stream=True))[0]
+    assert agg["tokens"] == lp.tokens and agg["offsets"] == lp.text_offset
+
+
+def test_stop_string_cuts_and_aborts(stack):
+    stack.set_replies([" ".join(f"n{i}" for i in range(80))], token_delay_ms=5)
+    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt="count", stream=True, stop=["n5"],
+                                                   max_tokens=500))
+    agg = aggregate(chunks)[0]
+    assert agg["text"] == "n0 n1 n2 n3 n4 " and (agg["finish_reason"], agg["stop_reason"]) == ("stop", "n5")
+    assert stack.wait_aborted()
+    stack.set_replies(["one two three four"])
+    r = client(stack).completions.create(model="tiny-qwen3", prompt="count", stop=["three"],
+                                         extra_body={"include_stop_str_in_output": True})
+    assert r.choices[0].text == "one two three"
+
+
+def test_engine_errors(stack):
+    stack.set_replies(["x"], faults=Faults(fail_status=400))
+    with pytest.raises(openai.BadRequestError):
+        client(stack).completions.create(model="tiny-qwen3", prompt="x")
+    stack.set_replies(["a b c d e f"], faults=Faults(drop_after=2))
+    with pytest.raises(openai.APIError):
+        list(client(stack).completions.create(model="tiny-qwen3", prompt="x", stream=True))
+
+
+async def test_async_client(stack):
+    stack.set_replies([REPLY])
+    c = openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    r = await c.completions.create(model="tiny-qwen3", prompt="hello", max_tokens=200)
+    assert r.choices[0].text == REPLY
+    await c.close()
