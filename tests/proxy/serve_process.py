@@ -37,8 +37,15 @@ class ServeProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> ServeProcess:
         self.proc = subprocess.Popen(self.argv, stdout=self.stdout_path.open("wb"),
                                      stderr=self.stderr_path.open("wb"), env=self.env)
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> ServeProcess:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

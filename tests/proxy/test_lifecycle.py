@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
+import urllib.error
 import urllib.request
+
+import aiohttp
 
 from tests.proxy.serve_process import ServeProcess
 
@@ -98,3 +103,117 @@ def test_workers_exit_when_the_supervisor_is_killed(tmp_path):
         for pid in pids:
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# --- SIGTERM during a stream: the real proxy in front of the real reference engine ------------------
+
+LONG_REPLY = " ".join(f"word{i}" for i in range(80))  # ~160 tokens
+
+
+def start_stack(tmp_path, token_delay_ms: float, shutdown_timeout: float) -> tuple[ServeProcess, ServeProcess]:
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([LONG_REPLY]))
+    engine = ServeProcess("--replies", str(replies), "--token-delay-ms", str(token_delay_ms),
+                          "--log-level", "warning", tmp_path=tmp_path, subcommand="reference-engine")
+    proxy = ServeProcess("--engine-url", engine.url, "--shutdown-timeout", str(shutdown_timeout),
+                         tmp_path=tmp_path)
+    try:  # both start at once: half the start-up time
+        engine.launch()
+        proxy.launch()
+        engine.wait_ready()
+        proxy.wait_ready()
+    except BaseException:
+        proxy.stop()
+        engine.stop()
+        raise
+    return engine, proxy
+
+
+async def open_stream(session: aiohttp.ClientSession, proxy: ServeProcess, request_id: str):
+    resp = await session.post(proxy.url + "/v1/chat/completions", headers={"X-Request-Id": request_id}, json={
+        "model": "Qwen/Qwen3-0.6B", "stream": True, "max_tokens": 400,
+        "messages": [{"role": "user", "content": "Count for me."}]})
+    assert resp.status == 200
+    assert resp.headers["X-Request-Id"] == request_id
+    return resp
+
+
+async def read_events(resp: aiohttp.ClientResponse, first_only: bool = False) -> list[str]:
+    events = []
+    async for line in resp.content:
+        line = line.strip()
+        if line.startswith(b"data: "):
+            events.append(line[6:].decode())
+            if first_only:
+                break
+    return events
+
+
+def connection_refused(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url + "/health", timeout=2)
+    except urllib.error.URLError as exc:
+        return isinstance(exc.reason, ConnectionRefusedError)
+    return False
+
+
+async def test_sigterm_lets_a_stream_finish_within_the_shutdown_timeout(tmp_path):
+    engine, proxy = start_stack(tmp_path, token_delay_ms=8, shutdown_timeout=20)  # ~1.3 s stream
+    try:
+        async with aiohttp.ClientSession() as session:
+            resp = await open_stream(session, proxy, "drain-1")
+            head = await read_events(resp, first_only=True)
+            started = time.monotonic()
+            proxy.signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            assert connection_refused(proxy.url)  # stopped accepting at once
+            events = head + await read_events(resp)
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert "error" not in chunks[-1]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+        assert text == LONG_REPLY  # the whole answer, not cut by the shutdown
+        assert proxy.wait(15) == 0
+        assert time.monotonic() - started < 10  # exits once the stream is done, not after 20 s
+        assert engine_aborts(engine, wait=0.3) == []
+    finally:
+        proxy.stop()
+        engine.stop()
+    access = [line for line in proxy.log_lines() if line["logger"] == "derender_proxy.access"]
+    assert [(a["request_id"], a["status"], a["route"]) for a in access] == [("drain-1", 200, "/v1/chat/completions")]
+    assert access[0]["completion_tokens"] > 100 and access[0]["prompt_tokens"] > 5
+
+
+async def test_sigterm_aborts_streams_that_outlast_the_shutdown_timeout(tmp_path):
+    engine, proxy = start_stack(tmp_path, token_delay_ms=100, shutdown_timeout=1)  # ~16 s stream
+    try:
+        async with aiohttp.ClientSession() as session:
+            resp = await open_stream(session, proxy, "drain-2")
+            head = await read_events(resp, first_only=True)
+            started = time.monotonic()
+            proxy.signal(signal.SIGTERM)
+            events = head + await read_events(resp)
+            ended = time.monotonic() - started
+        assert 0.9 < ended < 4  # the drain waited ~1 s, then the stream was ended
+        assert events[-1] == "[DONE]"
+        error = json.loads(events[-2])
+        assert error["error"]["code"] == 503 and "shutting down" in error["error"]["message"]
+        assert proxy.wait(15) == 0
+        aborted = engine_aborts(engine)
+        assert len(aborted) == 1  # the engine request was aborted, not left generating
+    finally:
+        proxy.stop()
+        engine.stop()
+    messages = [line["message"] for line in proxy.log_lines()]
+    assert "shutdown timeout reached: aborting streams" in messages
+
+
+def engine_aborts(engine: ServeProcess, wait: float = 2.0) -> list[dict]:
+    deadline = time.monotonic() + wait
+    while True:
+        with urllib.request.urlopen(engine.url + "/debug/aborted", timeout=5) as resp:
+            aborted = json.loads(resp.read())
+        if aborted or time.monotonic() > deadline:
+            return aborted
+        time.sleep(0.05)
