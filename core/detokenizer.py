@@ -44,7 +44,7 @@ REPLACEMENT_CHAR = "\ufffd"
 _NO_TOKEN = -1
 
 
-def decode_params(tokenizer: Tokenizer, skip_special_tokens: bool | None,
+def decode_params(tokenizer: Tokenizer | None, skip_special_tokens: bool | None,
                   spaces_between_special_tokens: bool | None) -> tuple[bool, bool]:
     """(skip_special_tokens, spaces_between_special_tokens) as vLLM's engine derives them.
 

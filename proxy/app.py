@@ -45,7 +45,8 @@ class AppState:
 STATE: web.AppKey[AppState] = web.AppKey("state", AppState)
 
 # route modules, in registration order; each exposes setup(app)
-ROUTE_MODULES = ["proxy.routes.basic", "proxy.routes.openai", "proxy.routes.render", "proxy.routes.tokenize"]
+ROUTE_MODULES = ["proxy.routes.basic", "proxy.routes.openai", "proxy.routes.render", "proxy.routes.tokenize",
+                 "proxy.routes.derender"]
 
 
 def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: list[str] | None = None

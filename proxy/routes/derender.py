@@ -1,0 +1,97 @@
+"""POST /v1/chat/completions/derender and POST /v1/completions/derender (spec 2.4, 2.5, 5).
+
+Both body shapes share a path and are told apart by `stream`. The body is validated once
+with pydantic (the union's errors on failure, as vLLM reports them); the derender itself is
+sans-IO code in `core.derender`, run inline for small payloads and in the bounded thread pool
+for large ones. Streaming calls answer plain JSON `{"chunk", "stream_state"}` (not SSE).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from core.derender import (DerenderSettings, derender_chat, derender_chat_stream, derender_completion,
+                           derender_completion_stream)
+from core.errors import RequestError, validation_error
+from core.protocol.derender import validate_derender_body
+from proxy.app import STATE, AppState
+from proxy.http import json_response, read_json_object
+
+SETTINGS = "derender_settings"
+
+
+def derender_settings(state: AppState) -> DerenderSettings:
+    """The app's DerenderSettings, built once from its ServerConfig (also usable by other routes)."""
+    settings = state.extras.get(SETTINGS)
+    if settings is None:
+        settings = DerenderSettings.from_config(state.config, state.model)
+        state.extras[SETTINGS] = settings
+    return settings
+
+
+async def _read_body(request: web.Request) -> Any:
+    """The JSON body; a JSON body that is not an object is reported by the union validation
+    below (vLLM lists both members' complaints), everything else as `read_json_object` does."""
+    try:
+        return await read_json_object(request)
+    except RequestError as exc:
+        if request.content_type != "application/json":
+            raise
+        try:
+            data = orjson.loads(await request.read())  # aiohttp caches the body
+        except orjson.JSONDecodeError:
+            raise exc from None
+        if isinstance(data, dict):
+            raise exc from None
+        return data
+
+
+def _as_vllm_pydantic(error: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's pydantic reports a non-object where a model is expected as `model_attributes_type`."""
+    if error.get("type") == "model_type":
+        error = {k: v for k, v in error.items() if k != "ctx"}
+        error["type"] = "model_attributes_type"
+        error["msg"] = "Input should be a valid dictionary or object to extract fields from"
+    return error
+
+
+def _validate(body: Any, chat: bool) -> Any:
+    try:
+        return validate_derender_body(body, chat=chat)
+    except ValidationError as exc:
+        raise validation_error([_as_vllm_pydantic(e) for e in exc.errors(include_url=False)]) from None
+
+
+def _work_size(req: Any) -> int:
+    """Rough decode work in characters-equivalent, to decide inline vs thread pool."""
+    if getattr(req, "stream", False):
+        ids = sum(len(c.token_ids or ()) for c in req.generate_chunk.choices)
+    elif hasattr(req, "generate_responses"):
+        ids = sum(len(c.token_ids or ()) for g in req.generate_responses for c in g.choices)
+    else:
+        ids = sum(len(c.token_ids or ()) for c in req.generate_response.choices)
+    return ids * 4
+
+
+async def chat_derender(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    req = _validate(await _read_body(request), chat=True)
+    fn = derender_chat_stream if req.stream else derender_chat
+    return json_response(await state.run_cpu(_work_size(req), fn, derender_settings(state), req))
+
+
+async def completion_derender(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    req = _validate(await _read_body(request), chat=False)
+    fn = derender_completion_stream if req.stream else derender_completion
+    return json_response(await state.run_cpu(_work_size(req), fn, derender_settings(state), req))
+
+
+def setup(app: web.Application) -> None:
+    derender_settings(app[STATE])
+    app.router.add_post("/v1/chat/completions/derender", chat_derender)
+    app.router.add_post("/v1/completions/derender", completion_derender)

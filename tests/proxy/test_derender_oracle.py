@@ -1,0 +1,151 @@
+"""Replay every recorded vLLM 0.33 derender exchange through our HTTP routes, field for field.
+
+Fixtures: tests/fixtures/oracle/derender_{chat,completions,errors,stream}.json (recorded from
+real vLLM by tests/oracle/record_derender*.py). Compared after `scrub` (created timestamps,
+tool-call ids by shape). Streaming sequences are replayed with OUR stream_state carried
+between calls (the state is ours by design, spec 0.3) and compare the chunks.
+
+Deliberate differences (spec 0.3), asserted explicitly rather than skipped:
+* stop strings while streaming: vLLM answers 400, we derender (and cut);
+* vLLM-format stream_state objects: foreign to us, a 400 `invalid stream_state ...`;
+* legacy `"token_id:N"` logprobs (0.33 answers 400): we accept both shapes (spec 0.2), and
+  the answer equals the one for the same request in the 0.33 shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from proxy.app import create_app
+from proxy.config import ServerConfig
+from tests.oracle_fixtures import load_fixture, scrub
+
+SERVER_FLAGS = {
+    "q3-plain": ("qwen3", {}, None),
+    "q3-parsers": ("qwen3", {"tool_call_parser": "hermes", "reasoning_parser": "qwen3",
+                             "enable_auto_tool_choice": True}, None),
+    "l3-plain-256": ("llama3", {}, 256),
+}
+
+# vLLM rejects stop strings on streaming derender; we support them (spec 0.3)
+STREAM_STOP_SUPPORTED = {"stream_chat_stop", "stream_completion_stop", "parser_stream_stop"}
+
+
+def _cases(name: str) -> list[dict]:
+    return [c for c in load_fixture(name) if c.get("server") in SERVER_FLAGS]
+
+
+@pytest.fixture
+def make_client(aiohttp_client, qwen3, llama3):
+    models = {"qwen3": qwen3, "llama3": llama3}
+
+    async def make(server: str):
+        family, flags, max_len = SERVER_FLAGS[server]
+        model = models[family]
+        if max_len is not None:
+            model = dataclasses.replace(model, max_model_len=max_len)
+        return await aiohttp_client(create_app(ServerConfig(**flags), model))
+
+    return make
+
+
+async def _post(client, case: dict, body: dict | None = None):
+    if case.get("request_raw") is not None and body is None:
+        headers = case.get("request_headers") or {"Content-Type": "application/json"}
+        resp = await client.post(case["path"], data=case["request_raw"].encode(), headers=headers)
+    else:
+        resp = await client.post(case["path"], json=body if body is not None else case["request"])
+    try:
+        return resp.status, await resp.json(content_type=None)
+    except ValueError:
+        return resp.status, await resp.text()
+
+
+def _to_new_shape(value):
+    """The request with every legacy logprob candidate rewritten to the 0.33 `token_id` shape."""
+    if isinstance(value, dict):
+        token = value.get("token")
+        if isinstance(token, str) and token.startswith("token_id:") and "logprob" in value:
+            out = {"token_id": int(token.split(":", 1)[1]), "logprob": value["logprob"]}
+            if "top_logprobs" in value:
+                out["top_logprobs"] = _to_new_shape(value["top_logprobs"])
+            return out
+        return {k: _to_new_shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_new_shape(v) for v in value]
+    return value
+
+
+def _is_legacy(request) -> bool:
+    return _to_new_shape(request) != request
+
+
+def _uses_vllm_state(case: dict) -> bool:
+    request = case.get("request")
+    return isinstance(request, dict) and request.get("stream_state") is not None
+
+
+@pytest.mark.parametrize("case", _cases("derender_chat") + _cases("derender_completions") + _cases("derender_errors"),
+                         ids=lambda c: c["name"])
+async def test_exchange(make_client, case):
+    client = await make_client(case["server"])
+    status, body = await _post(client, case)
+    if _uses_vllm_state(case):
+        # a vLLM DerenderStreamState is not ours: always refused, whatever vLLM did with it
+        assert status == 400, body
+        assert body["error"]["message"].startswith("invalid stream_state: "), body
+        return
+    if case["name"] in STREAM_STOP_SUPPORTED:
+        assert case["status"] == 400 and status == 200, body
+        assert set(body) == {"chunk", "stream_state"}
+        return
+    if case["name"] == "parser_stream_stop_and_missing_ids":
+        # with stop strings allowed, the next vLLM check is the missing prompt_token_ids
+        assert status == 400 and body["error"]["message"].startswith("prompt_token_ids is required"), body
+        return
+    if case["status"] == 400 and _is_legacy(case["request"]):
+        assert status == 200, body
+        status_new, body_new = await _post(client, case, _to_new_shape(case["request"]))
+        assert status_new == 200 and scrub(body) == scrub(body_new)
+        return
+    assert status == case["status"], body
+    expected = case["response"]
+    if status == 200 and isinstance(body, dict) and "stream_state" in body:
+        body, expected = body["chunk"], expected["chunk"]
+    assert scrub(body) == scrub(expected)
+
+
+def _stream_cases() -> list[dict]:
+    return _cases("derender_stream")
+
+
+@pytest.mark.parametrize("case", _stream_cases(), ids=lambda c: c["name"])
+async def test_stream_sequence(make_client, case):
+    client = await make_client(case["server"])
+    vllm_states: list = []   # vLLM's returned states, in call order
+    our_states: list = []
+    for n, call in enumerate(case["calls"]):
+        body = dict(call["request"])
+        sent = body.get("stream_state")
+        if sent is not None:
+            # the call echoes an earlier answer's state: send ours for the same earlier call
+            body["stream_state"] = our_states[vllm_states.index(sent)]
+        status, got = await _post(client, case, body)
+        if call["status"] == 400 and _is_legacy(body):  # we accept the legacy logprob shape
+            status_new, got_new = await _post(client, case, _to_new_shape(body))
+            assert status == status_new == 200 and scrub(got["chunk"]) == scrub(got_new["chunk"])
+            vllm_states.append(None)
+            our_states.append(got["stream_state"])
+            continue
+        assert status == call["status"], (n, got)
+        if status != 200:
+            assert got == call["response"], n
+            vllm_states.append(None)
+            our_states.append(None)
+            continue
+        assert scrub(got["chunk"]) == scrub(call["response"]["chunk"]), n
+        assert isinstance(got["stream_state"], str) and len(got["stream_state"]) < 2048
+        vllm_states.append(call["response"]["stream_state"])
+        our_states.append(got["stream_state"])
