@@ -337,7 +337,7 @@ class ChatOutputParser:
             return [{"id": None, "name": d.name, "arguments": json.dumps(d.parameters, ensure_ascii=False)}
                     for d in parsed], None
         calls, rest = self.tools.extract_complete(content if content is not None else "", token_ids)
-        if calls:
+        if calls is not None:  # vLLM's tools_called (possibly with no complete call)
             if rest and rest.strip() == "":
                 rest = None
             return calls, rest

@@ -76,8 +76,17 @@ class TagModel:
                              "content": content, "end": end})
         return tags
 
-    def format(self, tools: list[dict[str, Any]], required: bool) -> dict[str, Any]:
+    def format(self, tools: list[dict[str, Any]], required: bool, named: bool = False) -> dict[str, Any]:
         tags = self.tags(tools)
+        if named:
+            if self.wrapper is not None:
+                for tag in tags:
+                    tag["begin"] = self.wrapper[0] + tag["begin"]
+                    tag["end"] = tag["end"] + self.wrapper[1]
+            if len(tags) == 1:
+                return tags[0]
+            return {"type": "tags_with_separator", "tags": tags, "separator": self.separator,
+                    "at_least_one": True, "stop_after_first": True}
         if self.wrapper is not None:
             inner = {"type": "tags_with_separator", "tags": tags, "separator": self.separator,
                      "at_least_one": True, "stop_after_first": False}
@@ -130,7 +139,7 @@ def apply_structural_tag(request: Any, model: TagModel) -> Any:
     functions = [t.get("function") or {} for t in tools]
     if named is not None:
         functions = [f for f in functions if f.get("name") == named]
-    fmt = model.format(functions, required=not (is_auto and output is None))
+    fmt = model.format(functions, required=not (is_auto and output is None), named=named is not None)
     if single_call or named is not None:
         _limit_to_single_call(fmt)
     if output is not None:

@@ -116,6 +116,39 @@ def cases() -> list[dict]:
     for kwargs in ({}, {"thinking": True}):
         for text in ["<think>r</think>c", "r</think>c", "c"]:
             add("deepseek", "deepseek_v3", None, text, kwargs=kwargs, tag="deepseek_v3")
+    # llama3_json / llama4_json (Llama-3 tokenizer)
+    for text in ['{"name": "get_weather", "parameters": {"city": "Paris"}}',
+                 '<|python_tag|>{"name": "search", "arguments": {"query": "q"}}; {"name": "get_weather", "parameters": {}}',
+                 '  {"name": "get_weather", "parameters": {"city": "Nice"}, "arguments": {"city": "Lyon"}}',
+                 '[{"name": "get_weather", "parameters": {"city": "Rome"}}]', "Hello {x}", "<|python_tag|>",
+                 '{"name": "get_weather", "parameters": {"city": "Par', '{"name": "get_weather"}', "   "]:
+        add("llama3", None, "llama3_json", text, auto, tag="llama3_json")
+    add("llama3", None, "llama4_json", '{"name": "get_weather", "parameters": {"days": 2}}', auto, tag="llama4_json")
+    for request in ({"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False},
+                    {"tools": TOOLS, "tool_choice": "required"},
+                    {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
+                    {"tools": strict, "tool_choice": "auto"}):
+        add("llama3", None, "llama3_json", "x", request, tag="adjust")
+    # deepseek_v3 / deepseek_v31 tools (DeepSeek tokenizer)
+    b, e, cb, ce, sep = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+    v3 = cb + "function" + sep + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + ce
+    v3b = cb + "function" + sep + "search\n```json\n{\n  \"query\": \"多行\"\n}\n```" + ce
+    for text in ["Sure." + b + v3 + "\n" + v3b + e + " after", b + v3 + e, "no calls", b + cb + "function" + sep + "get_weather\n```json\n{\"ci",
+                 b + cb + "other" + sep + "x\n```json\n{}\n```" + ce + e, b + e, "text" + b + v3]:
+        add("deepseek", None, "deepseek_v3", text, auto, tag="deepseek_v3 tools")
+    add("deepseek", "deepseek_v3", "deepseek_v3", "<think>r</think>ok" + b + v3 + e, auto, {"thinking": True},
+        tag="deepseek_v3 both")
+    v31 = cb + "get_weather" + sep + "{\"city\": \"Paris\"}" + ce
+    v31b = cb + "search" + sep + "{\n\"query\": \"q\"\n}" + ce
+    for text in ["Sure." + b + v31 + v31b + e + " after", b + v31 + e, "plain", b + cb + "get_weather" + sep + "{\"ci",
+                 b + cb + "bad\nname" + sep + "{}" + ce + e]:
+        add("deepseek", None, "deepseek_v31", text, auto, tag="deepseek_v31 tools")
+    add("deepseek", "deepseek_r1", "deepseek_v31", "r</think>" + b + v31 + e, auto, tag="deepseek_v31+r1")
+    for parser in ("deepseek_v3", "deepseek_v31"):
+        for request in ({"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False},
+                        {"tools": TOOLS, "tool_choice": "required"},
+                        {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}}):
+            add("deepseek", None, parser, "x", request, tag="adjust")
     return out
 
 

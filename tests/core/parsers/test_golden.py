@@ -25,7 +25,8 @@ RECORDS = [r for f in sorted(GOLDEN_DIR.glob("*.json")) for r in json.loads(f.re
 # out malformed after its name was sent, R1 text before a late <think>): no stream can match.
 STREAM_CANNOT_MATCH = (
     "{city: Paris}", '"city": "Par', '{"name": "get_weather"}\n', "a </tool_call> inside",
-    "abc<think>def",
+    "abc<think>def", '"arguments": {"city": "Lyon"}', '{"name": "get_weather"}', '```json\n{"ci',
+    "other<｜tool▁sep｜>", 'get_weather<｜tool▁sep｜>{"ci',
 )
 
 

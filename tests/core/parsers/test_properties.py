@@ -136,3 +136,63 @@ def test_adversarial_text_never_raises_and_chunking_invariant(qwen3, text, cuts,
         pass
     if combo[0] is None and choice == "none":
         assert chunked[1] == text  # nothing is lost on the plain path
+
+
+@st.composite
+def llama_output(draw):
+    objs = []
+    for _ in range(draw(st.integers(1, 3))):
+        key = draw(st.sampled_from(["parameters", "arguments"]))
+        obj = {"name": draw(st.sampled_from(["f", "get_x"])), key: draw(st.dictionaries(st.text(max_size=6), json_values, max_size=4))}
+        objs.append(draw(dump_style(obj)))
+    return draw(st.sampled_from(["", "<|python_tag|>", " "])) + draw(st.sampled_from(["; ", ";", "\n"])).join(objs)
+
+
+@SETTINGS
+@given(text=llama_output(), cuts=st.lists(st.integers(0, 10**6), max_size=12))
+def test_llama3_json_any_chunking_equals_non_streaming(llama3, text, cuts):
+    parser = make_parser(llama3, None, "llama3_json", {"tools": TOOLS})
+    _, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+DS_MARKERS = ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"]
+raw_args = st.text(alphabet=st.characters(blacklist_characters="<｜`"), max_size=30)
+
+
+@st.composite
+def deepseek_output(draw, v31):
+    b, e, cb, ce, sep = DS_MARKERS
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        name = draw(st.sampled_from(["f", "get_x"]))
+        args = draw(raw_args)
+        calls.append(cb + name + sep + args + ce if v31 else cb + "function" + sep + name + "\n```json\n" + args + "\n```" + ce)
+    return draw(plain) + b + ("" if v31 else "\n").join(calls) + e + draw(plain)
+
+
+@SETTINGS
+@given(data=st.data(), cuts=st.lists(st.integers(0, 10**6), max_size=12), v31=st.booleans())
+def test_deepseek_tools_any_chunking_equals_non_streaming(deepseek, data, cuts, v31):
+    text = data.draw(deepseek_output(v31))
+    parser = make_parser(deepseek, None, "deepseek_v31" if v31 else "deepseek_v3", {"tools": TOOLS})
+    _, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+@SETTINGS
+@given(text=st.one_of(ADVERSARIAL, st.lists(st.sampled_from(DS_MARKERS + ["function", "\n```json\n", "\n```", "x", "{", "\n", "<|python_tag|>", ";"]), max_size=30).map("".join)),
+       cuts=st.lists(st.integers(0, 10**6), max_size=12),
+       combo=st.sampled_from([("deepseek", "deepseek_v3", "deepseek_v3"), ("deepseek", "deepseek_r1", "deepseek_v31"),
+                              ("llama3", None, "llama3_json"), ("deepseek", "deepseek_v3", None)]))
+def test_other_families_adversarial(parser_models, text, cuts, combo):
+    parser = make_parser(parser_models[combo[0]], combo[1], combo[2], {"tools": TOOLS} if combo[2] else {},
+                         {"thinking": True})
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    parser.parse_complete(text, [], None)
