@@ -10,7 +10,7 @@ The API, for the route and engine code (all calls are cheap: label children are 
 
     from proxy.metrics import metrics_of
     m = metrics_of(request.app)
-    m.observe_ttft(seconds)                 # engine request sent -> first token received
+    m.observe_ttft(seconds)                 # engine request sent -> first token received (streamed)
     m.observe_itl(seconds)                  # gap between two consecutive engine chunks
     m.add_tokens(prompt, generated, request=request)   # once per engine request, at its end
     m.engine_error(engine_url, kind)        # kind: "connect", "status", "stream", "timeout", ...

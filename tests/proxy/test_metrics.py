@@ -115,3 +115,124 @@ async def test_two_apps_do_not_share_counters(aiohttp_client, qwen3):
     sa, sb = await scrape(a), await scrape(b)
     assert requests_count(sa, "/v1/models", "200") == 2
     assert requests_count(sb, "/v1/models", "200") == 0
+
+
+# --- through the real front door: proxy + reference engine, the official client ------------------------
+
+REPLY = "Paris is the capital of France, and its best-known landmark is the Eiffel Tower."
+
+
+def scrape_url(url: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        return samples(resp.read().decode())
+
+
+def delta(after: dict, before: dict, name: str, **labels: str) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+@pytest.fixture(scope="module")
+def stack(qwen3):
+    from tests.proxy.frontdoor_stack import Stack
+
+    s = Stack(qwen3)
+    s.set_replies([REPLY])
+    yield s
+    s.close()
+
+
+def test_front_door_moves_request_token_ttft_and_itl_series(stack, qwen3, caplog):
+    """Counters move by exactly what the responses' usage says; so do the access-log lines."""
+    import logging
+
+    import openai
+
+    caplog.set_level(logging.INFO, logger="derender_proxy.access")
+
+    client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": "Tell me about Paris."}]
+    before = scrape_url(stack.url)
+    full = client.chat.completions.create(model="tiny-qwen3", messages=messages)
+    chunks = list(client.chat.completions.create(model="tiny-qwen3", messages=messages, stream=True,
+                                                 stream_options={"include_usage": True}))
+    after = scrape_url(stack.url)
+    usage = full.usage
+    assert chunks[-1].usage.completion_tokens == usage.completion_tokens
+    n_reply = len(qwen3.tokenizer.encode(REPLY, add_special_tokens=False))
+    assert usage.completion_tokens == n_reply + 1  # the reply, then <|im_end|>
+    assert delta(after, before, "derender_proxy_requests_total",
+                 route="/v1/chat/completions", method="POST", status="200") == 2
+    assert delta(after, before, "derender_proxy_e2e_request_latency_seconds_count",
+                 route="/v1/chat/completions") == 2
+    assert delta(after, before, "derender_proxy_prompt_tokens_total") == 2 * usage.prompt_tokens
+    assert delta(after, before, "derender_proxy_generation_tokens_total") == 2 * usage.completion_tokens
+    # only the streamed engine request has a first token to time (the other is one JSON answer)
+    assert delta(after, before, "derender_proxy_time_to_first_token_seconds_count") == 1
+    # the engine streams one token per event: every event after the first is one gap
+    itl = delta(after, before, "derender_proxy_inter_token_latency_seconds_count")
+    assert usage.completion_tokens - 1 <= itl <= usage.completion_tokens + 1
+    assert delta(after, before, "derender_proxy_requests_in_flight") == 0
+    lines = [r.fields for r in caplog.records
+             if r.name == "derender_proxy.access" and r.fields["route"] == "/v1/chat/completions"]
+    assert [(line["prompt_tokens"], line["completion_tokens"]) for line in lines] == [
+        (usage.prompt_tokens, usage.completion_tokens)] * 2
+
+
+def test_front_door_counts_engine_errors_retries_and_stop_string_aborts(qwen3):
+    from tests.proxy.frontdoor_stack import Stack
+
+    stack = Stack(qwen3, dead_engines=1)  # fresh: the dead engine has not been marked down yet
+    stack.set_replies([REPLY])
+    try:
+        _errors_retries_and_stop_strings(stack)
+    finally:
+        stack.close()
+
+
+def _errors_retries_and_stop_strings(stack) -> None:
+    import openai
+
+    dead = stack.config.engine_url[0]
+    client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    before = scrape_url(stack.url)
+    for _ in range(4):  # least-outstanding choice will try the dead engine at least once
+        out = client.chat.completions.create(model="tiny-qwen3", stop=["capital"],
+                                             messages=[{"role": "user", "content": "Paris?"}])
+        assert out.choices[0].message.content == "Paris is the "
+    stack.wait_aborted()
+    after = scrape_url(stack.url)
+    errors = sum(v for (name, labels), v in after.items()
+                 if name == "derender_proxy_engine_errors_total" and ("engine", dead) in labels)
+    errors -= sum(v for (name, labels), v in before.items()
+                  if name == "derender_proxy_engine_errors_total" and ("engine", dead) in labels)
+    retries = delta(after, before, "derender_proxy_engine_retries_total", engine=dead)
+    assert errors >= 1 and retries == errors  # each failure before the first token was retried once
+    assert delta(after, before, "derender_proxy_aborts_total", cause="stop_string") == 4
+    assert delta(after, before, "derender_proxy_requests_total",
+                 route="/v1/chat/completions", method="POST", status="200") == 4
+
+
+async def test_client_disconnect_is_counted_as_an_abort_and_a_499(stack):
+    import aiohttp
+
+    stack.set_replies([REPLY], token_delay_ms=50)
+    try:
+        before = scrape_url(stack.url)
+        async with aiohttp.ClientSession() as session:
+            resp = await session.post(stack.base_url + "/chat/completions", json={
+                "model": "tiny-qwen3", "stream": True, "messages": [{"role": "user", "content": "Paris?"}]})
+            async for line in resp.content:
+                if line.startswith(b"data: "):
+                    break
+            resp.close()  # the client goes away mid-stream
+        await asyncio.get_running_loop().run_in_executor(None, stack.wait_aborted)
+        await asyncio.sleep(0.1)
+        after = scrape_url(stack.url)
+    finally:
+        stack.set_replies([REPLY])
+    assert delta(after, before, "derender_proxy_aborts_total", cause="client_disconnect") == 1
+    assert delta(after, before, "derender_proxy_requests_total",
+                 route="/v1/chat/completions", method="POST", status="499") == 1
