@@ -732,12 +732,36 @@ def record_errors() -> None:
                {"stream": True, "model": QWEN, "generate_chunk": st_chunk,
                 "stream_state": dict(good_state, **patch), "prompt_token_ids": xprompt,
                 "chat_request": dict(xchat, stream=True)}, desc)
-    # trim the one huge recorded request to keep the file small
+    r.call("parser_stream_huge_prompt_id", X, C,
+           {"stream": True, "model": QWEN, "generate_chunk": st_chunk, "prompt_token_ids": [2 ** 40],
+            "chat_request": dict(xchat, stream=True)},
+           "parser path, prompt id 2**40: the replay raises -> 'invalid stream_state: derender failed'")
+    r.call("plain_stream_huge_prompt_id", P, C,
+           {"stream": True, "model": QWEN, "generate_chunk": st_chunk, "prompt_token_ids": [2 ** 40],
+            "chat_request": dict(chat, stream=True)}, "plain path, prompt id 2**40: accepted")
+    r.call("nonstream_huge_ids", P, C,
+           cb(generate_response=gen([choice([2 ** 40, hello[0]], "length")]), prompt_token_ids=[2 ** 40]),
+           "non-streaming, ids 2**40 in prompt and output: decoded as empty text")
+    many = gen([choice([hello[0]], "length", index=i) for i in range(16385)])
+    r.call("chat_choices_over_max_n_seqs", P, C, {"model": QWEN, "generate_response": many},
+           "16385 choices > VLLM_MAX_N_SEQUENCES (16384)")
+    r.call("completion_responses_over_max_n_seqs", P, K,
+           {"model": QWEN, "generate_responses": [gen([choice([hello[0]], "length")])] * 16385},
+           "16385 generate_responses > VLLM_MAX_N_SEQUENCES (16384)")
+    # trim the huge recorded requests to keep the file small
     for c in r.cases:
         if c["name"] == "parser_stream_state_output_ids_over_max":
             c["request"]["stream_state"]["output_token_ids"] = "list(range(1000, 1000 + 40960))"
             c["request_note"] = ("stream_state.output_token_ids was [1000, 1001, ..., 41959] (40960 ids); "
                                  "stored as a Python expression")
+        if c["name"] == "chat_choices_over_max_n_seqs":
+            c["request"]["generate_response"]["choices"] = c["request"]["generate_response"]["choices"][:2]
+            c["request_note"] = ("generate_response.choices had 16385 entries {index: i, finish_reason: "
+                                 "'length', stop_reason: null, token_ids: [%d]} for i in 0..16384; the "
+                                 "first 2 are stored" % hello[0])
+        if c["name"] == "completion_responses_over_max_n_seqs":
+            c["request"]["generate_responses"] = c["request"]["generate_responses"][:1]
+            c["request_note"] = "generate_responses was this one response repeated 16385 times"
     r.write()
 
 
