@@ -80,7 +80,9 @@ class IncrementalDetokenizer:
         self._skip_ids = tokenizer.all_special_ids if skip_special_tokens else frozenset()
         self._cache = tokenizer._id_to_token_cache
         self._vocab_len = len(tokenizer)
-        self._decode = tokenizer.convert_tokens_to_string
+        # the backend decoder itself (one Python call less per decode than the wrapper)
+        decoder = tokenizer._decoder
+        self._decode = decoder.decode if decoder is not None else tokenizer.convert_tokens_to_string
 
     # -- construction ---------------------------------------------------------------
 
@@ -163,9 +165,11 @@ class IncrementalDetokenizer:
         self._prefix_key = None
         return out
 
-    def feed(self, token_ids: Iterable[int]) -> str:
+    def feed(self, token_ids: Sequence[int]) -> str:
         """Consume several ids; the concatenation of their `step` texts."""
         step = self.step
+        if len(token_ids) == 1:  # type: ignore[arg-type]
+            return step(token_ids[0])  # type: ignore[index]
         return "".join([step(t) for t in token_ids])
 
     # -- state ----------------------------------------------------------------------

@@ -111,7 +111,10 @@ class ChoiceDecoder:
     def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None) -> Step:
         if self.done:
             return Step("", (), None, None, False)
-        ids, stop_reason = drop_stop(self.model, self.opts, token_ids, finish_reason, stop_reason)
+        if finish_reason == "stop":
+            ids, stop_reason = drop_stop(self.model, self.opts, token_ids, finish_reason, stop_reason)
+        else:
+            ids = token_ids
         matcher = self.matcher
         if matcher is None:
             text = self.detok.feed(ids)
