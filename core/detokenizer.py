@@ -99,10 +99,13 @@ class IncrementalDetokenizer:
 
     def _seed(self, tail: Iterable[int]) -> None:
         cache, top = self._cache, len(self._cache)
+        backend = self.tokenizer.backend
         for tid in tail:
             if tid in self._skip_ids:
                 continue
-            token = cache[tid] if 0 <= tid < top else None
+            # like vLLM, ids outside the vocabulary go through the Rust lookup: None, or an
+            # OverflowError for ids that do not fit in u32 (the caller turns it into a 400)
+            token = cache[tid] if 0 <= tid < top else backend.id_to_token(tid)
             if token is None:  # unknown prompt id: vLLM keeps an empty slot
                 self._ids.append(_NO_TOKEN)
                 self._tokens.append("")

@@ -123,7 +123,10 @@ class TokenTexts:
         hit = self._cache.get(token_id)
         if hit is not None:
             return hit
-        piece = self.tokenizer.id_to_token(token_id) if isinstance(token_id, int) else None
+        # out-of-cache ids go to the Rust lookup, which raises OverflowError past u32 (as in vLLM)
+        piece = self.tokenizer.id_to_token(token_id)
+        if piece is None and token_id > self.tokenizer.max_token_id:
+            piece = self.tokenizer.backend.id_to_token(token_id)
         if piece is None:
             result: tuple[str, list[int] | None] = ("", None)
         else:

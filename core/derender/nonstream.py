@@ -32,6 +32,13 @@ def resolve_finish_reason(finish_reason: str | None, chat_request: Any, tool_cal
 
 def derender_chat(settings: DerenderSettings, req: Any, created: int | None = None) -> dict[str, Any]:
     """POST /v1/chat/completions/derender (non-streaming) -> ChatCompletionResponse dict."""
+    try:
+        return _derender_chat(settings, req, created)
+    except OverflowError as exc:  # an id past u32 reached the tokenizer: vLLM answers 400 with its message
+        raise bad_request(str(exc)) from None
+
+
+def _derender_chat(settings: DerenderSettings, req: Any, created: int | None) -> dict[str, Any]:
     model = settings.model
     check_model(model, req.model)
     gen = req.generate_response
@@ -83,6 +90,13 @@ def derender_chat(settings: DerenderSettings, req: Any, created: int | None = No
 
 def derender_completion(settings: DerenderSettings, req: Any, created: int | None = None) -> dict[str, Any]:
     """POST /v1/completions/derender (non-streaming) -> CompletionResponse dict."""
+    try:
+        return _derender_completion(settings, req, created)
+    except OverflowError as exc:
+        raise bad_request(str(exc)) from None
+
+
+def _derender_completion(settings: DerenderSettings, req: Any, created: int | None) -> dict[str, Any]:
     model = settings.model
     check_model(model, req.model)
     responses = req.generate_responses

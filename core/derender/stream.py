@@ -309,24 +309,25 @@ def derender_chat_stream(settings: DerenderSettings, req: Any, created: int | No
         parser = ChatStreamDerenderer.build_parser(settings, chat_request)
     except (ValueError, KeyError) as exc:
         raise bad_request(f"invalid chat_request for the configured parser: {exc}") from None
-    if state is None:
-        seed = req.prompt_token_ids if req.prompt_token_ids is not None else chunk.prompt_token_ids
-        derenderer = ChatStreamDerenderer.start(settings, chat_request, seed, parser)
-    else:
+    if state is not None:
         _check_index(state, choice)
-        derenderer = ChatStreamDerenderer.from_state(settings, chat_request, state, parser)
     choices = []
-    if choice is not None:
-        try:
+    try:
+        if state is None:
+            seed = req.prompt_token_ids if req.prompt_token_ids is not None else chunk.prompt_token_ids
+            derenderer = ChatStreamDerenderer.start(settings, chat_request, seed, parser)
+        else:
+            derenderer = ChatStreamDerenderer.from_state(settings, chat_request, state, parser)
+        if choice is not None:
             out = derenderer.step(choice.index, choice.token_ids, choice.finish_reason, choice.stop_reason,
                                   choice.logprobs.content_dicts() if choice.logprobs is not None else None,
                                   choice.logprobs is not None)
-        except RequestError:
-            raise
-        except Exception as exc:  # a well-typed but inconsistent parser state: the client's fault
-            raise invalid(f"derender failed ({type(exc).__name__})") from None
-        if out is not None:
-            choices.append(out)
+            if out is not None:
+                choices.append(out)
+    except RequestError:
+        raise
+    except Exception:  # vLLM: anything failing in here is the client's (ids, state) -> 400
+        raise invalid("derender failed") from None
     prompt_echo = chunk.prompt_token_ids if chat_request is not None and chat_request.return_token_ids else None
     body = output.chat_chunk(chunk.request_id, created if created is not None else int(time.time()),
                              req.model or model.name, choices, output.stream_usage(chunk.usage, req.prompt_tokens),
@@ -344,21 +345,26 @@ def derender_completion_stream(settings: DerenderSettings, req: Any, created: in
     codec, server = _codec(settings), _server_fingerprint(settings)
     request_key = request_fingerprint(chunk.request_id if "request_id" in chunk.model_fields_set else None)
     completion_request = req.completion_request
-    if req.stream_state is None:
-        seed = req.prompt_token_ids if req.prompt_token_ids is not None else chunk.prompt_token_ids
-        derenderer = CompletionStreamDerenderer.start(settings, completion_request, seed)
-    else:
+    state = None
+    if req.stream_state is not None:
         state = codec.decode(req.stream_state, kind="cmpl", server=server, request=request_key)
         request_key = request_key or state.request
         _check_index(state, choice)
-        derenderer = CompletionStreamDerenderer.from_state(settings, completion_request, state)
     choices = []
-    if choice is not None:
-        out = derenderer.step(choice.index, choice.token_ids, choice.finish_reason, choice.stop_reason,
-                              choice.logprobs.content_dicts() if choice.logprobs is not None else None,
-                              choice.logprobs is not None, chunk.prompt_token_ids)
-        if out is not None:
-            choices.append(out)
+    try:
+        if state is None:
+            seed = req.prompt_token_ids if req.prompt_token_ids is not None else chunk.prompt_token_ids
+            derenderer = CompletionStreamDerenderer.start(settings, completion_request, seed)
+        else:
+            derenderer = CompletionStreamDerenderer.from_state(settings, completion_request, state)
+        if choice is not None:
+            out = derenderer.step(choice.index, choice.token_ids, choice.finish_reason, choice.stop_reason,
+                                  choice.logprobs.content_dicts() if choice.logprobs is not None else None,
+                                  choice.logprobs is not None, chunk.prompt_token_ids)
+            if out is not None:
+                choices.append(out)
+    except (OverflowError, ValueError) as exc:  # ids past u32 (vLLM: the tokenizer's message, 400)
+        raise bad_request(str(exc)) from None
     body = output.completion_chunk(chunk.request_id, created if created is not None else int(time.time()),
                                    req.model or model.name, choices,
                                    output.stream_usage(chunk.usage, req.prompt_tokens),

@@ -51,12 +51,23 @@ def make_client(aiohttp_client, qwen3, llama3):
     return make
 
 
+def _expand(case: dict) -> dict:
+    """Rebuild the few requests the recorder stored abbreviated (see each case's request_note)."""
+    request = case["request"]
+    if case["name"] == "chat_choices_over_max_n_seqs":
+        request = dict(request, generate_response=dict(request["generate_response"], choices=[
+            {"index": i, "finish_reason": "length", "stop_reason": None, "token_ids": [9707]} for i in range(16385)]))
+    elif case["name"] == "completion_responses_over_max_n_seqs":
+        request = dict(request, generate_responses=request["generate_responses"][:1] * 16385)
+    return request
+
+
 async def _post(client, case: dict, body: dict | None = None):
     if case.get("request_raw") is not None and body is None:
         headers = case.get("request_headers") or {"Content-Type": "application/json"}
         resp = await client.post(case["path"], data=case["request_raw"].encode(), headers=headers)
     else:
-        resp = await client.post(case["path"], json=body if body is not None else case["request"])
+        resp = await client.post(case["path"], json=body if body is not None else _expand(case))
     try:
         return resp.status, await resp.json(content_type=None)
     except ValueError:
