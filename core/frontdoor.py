@@ -85,7 +85,7 @@ class ChoiceDecoder:
     """Engine chunks of one choice -> text, with stop tokens, stop strings, min_tokens and logprobs."""
 
     __slots__ = ("model", "opts", "detok", "matcher", "num_tokens", "finished", "_lp_context", "_texts",
-                 "_text_offset")
+                 "_text_offset", "_primary_eos", "_eos_ids")
 
     def __init__(self, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: Sequence[int] | None) -> None:
         self.model = model
@@ -99,6 +99,8 @@ class ChoiceDecoder:
         self._lp_context: list[int] = []
         self._texts = TokenTexts.of(model.tokenizer) if opts.logprobs else None
         self._text_offset = 0
+        self._primary_eos = model.primary_eos_token_id
+        self._eos_ids = frozenset(model.eos_token_ids)
 
     def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None,
              logprobs: dict[str, Any] | None = None) -> Step | None:
@@ -108,10 +110,13 @@ class ChoiceDecoder:
         opts = self.opts
         had_output = self.num_tokens > 0
         ids = list(token_ids)
-        text_ids, stop_reason = drop_stop_token(
-            ids, finish_reason, stop_reason, primary_eos_id=self.model.primary_eos_token_id,
-            eos_ids=self.model.eos_token_ids, stop_token_ids=opts.stop_token_ids, ignore_eos=opts.ignore_eos,
-            include_stop_str_in_output=opts.include_stop_str_in_output)
+        if finish_reason == "stop":  # only a "stop" finish can end in a stop token (spec 2.4 step 3)
+            text_ids, stop_reason = drop_stop_token(
+                ids, finish_reason, stop_reason, primary_eos_id=self._primary_eos, eos_ids=self._eos_ids,
+                stop_token_ids=opts.stop_token_ids, ignore_eos=opts.ignore_eos,
+                include_stop_str_in_output=opts.include_stop_str_in_output)
+        else:
+            text_ids = ids
         matcher = self.matcher
         if matcher is None:
             text = self.detok.feed(text_ids)
@@ -399,20 +404,20 @@ class ChatChoiceStream:
             self.engine_done = True
         step = self.decoder.step(choice.get("token_ids") or (), finish, choice.get("stop_reason"),
                                  choice.get("logprobs"))
-        if step is None:
-            return None
-        self.text.append(step.text)
-        self.token_ids.extend(step.token_ids)
-        self.logprob_parts.append(step.logprobs)
-        if step.finish_reason is not None:
+        if step is not None and step.finish_reason is not None:
             self.finish_reason, self.stop_reason = step.finish_reason, step.stop_reason
         return step
 
     def collect(self, choice: dict[str, Any]) -> None:
         """Non-streamed answers: only accumulate (the parser runs once at the end)."""
-        self._step(choice)
+        step = self._step(choice)
+        if step is not None:
+            self.text.append(step.text)
+            self.token_ids.extend(step.token_ids)
+            self.logprob_parts.append(step.logprobs)
 
     def step(self, choice: dict[str, Any]) -> dict[str, Any] | None:
+        """Streamed answers: the chunk's choice, or None when there is nothing to send."""
         step = self._step(choice)
         if step is None:
             return None
@@ -462,7 +467,7 @@ class ChatChoiceStream:
 class CompletionChoiceStream:
     """One completions choice: engine chunk -> `choices[0]` of a text_completion chunk."""
 
-    __slots__ = ("index", "decoder", "return_token_ids", "echo_text", "echo_ids", "engine_done", "text",
+    __slots__ = ("index", "decoder", "return_token_ids", "echo_text", "engine_done", "started", "text",
                  "token_ids", "logprob_parts", "finish_reason", "stop_reason", "prompt_token_ids")
 
     def __init__(self, index: int, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: list[int], *,
@@ -473,6 +478,7 @@ class CompletionChoiceStream:
         self.prompt_token_ids = prompt_token_ids
         self.echo_text = echo_text  # not None with echo: sent before the first generated text
         self.engine_done = False
+        self.started = False
         self.text: list[str] = []
         self.token_ids: list[int] = []
         self.logprob_parts: list[dict[str, Any] | None] = []
@@ -487,20 +493,23 @@ class CompletionChoiceStream:
         finish = choice.get("finish_reason")
         if finish is not None:
             self.engine_done = True
-        first = not self.text
+        first = not self.started
+        self.started = True
         step = self.decoder.step(choice.get("token_ids") or (), finish, choice.get("stop_reason"),
                                  choice.get("logprobs"))
         if step is None:
             return None
-        self.text.append(step.text)
-        self.token_ids.extend(step.token_ids)
-        self.logprob_parts.append(step.logprobs)
         if step.finish_reason is not None:
             self.finish_reason, self.stop_reason = step.finish_reason, step.stop_reason
         return step, first
 
     def collect(self, choice: dict[str, Any]) -> None:
-        self._step(choice)
+        result = self._step(choice)
+        if result is not None:
+            step = result[0]
+            self.text.append(step.text)
+            self.token_ids.extend(step.token_ids)
+            self.logprob_parts.append(step.logprobs)
 
     def chunk(self, choice: dict[str, Any], request_id: str, created: int, model: str,
               continuous_usage_prompt: int | None) -> dict[str, Any] | None:

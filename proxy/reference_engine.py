@@ -262,6 +262,10 @@ def cmd_reference_engine(args: argparse.Namespace) -> int:
     app = create_reference_app(model, replies=replies, token_delay_ms=args.token_delay_ms, api_key=args.api_key,
                                faults=Faults(args.fail_status, args.drop_after, args.stall_after))
     print(f"reference engine for {model.name} on http://{args.host}:{args.port}", flush=True)
+    from proxy.lifecycle import new_event_loop  # uvloop when installed, like `serve`
+
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
     web.run_app(app, host=args.host, port=args.port, access_log=None, handler_cancellation=True,
-                print=None)
+                print=None, loop=loop)
     return 0

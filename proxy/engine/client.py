@@ -245,6 +245,7 @@ class EngineStream:
         if payload == DONE:
             self.finished = True
             self._pending.clear()
+            await self._read_to_eof()
             self.close()
             return None
         try:
@@ -262,6 +263,32 @@ class EngineStream:
             if isinstance(rid, str) and rid:
                 self.engine_request_id = rid
         return event
+
+    async def next_batch(self, limit: int = 64) -> list[dict[str, Any]] | None:
+        """The next event and every further one already received (at most `limit`), or None at the
+        end: the loop derenders them together and writes them to its client in one go."""
+        event = await self.next()
+        if event is None:
+            return None
+        batch = [event]
+        while self._pending and len(batch) < limit:
+            event = await self.next()
+            if event is None:
+                break
+            batch.append(event)
+        return batch
+
+    async def _read_to_eof(self) -> None:
+        """After [DONE], read the body's end so the connection goes back to the pool (aiohttp closes
+        a connection released before its payload ended); an engine that dawdles gets it closed."""
+        content = self._resp.content
+        try:
+            if not content.at_eof():
+                async with asyncio.timeout(1.0):
+                    while await content.readany():
+                        pass
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
+            self.finished = False  # close() drops the connection instead of reusing it
 
     def close(self) -> None:
         """Release the connection (after [DONE]) or drop it (before: the engine sees a disconnect)."""

@@ -130,33 +130,41 @@ class EngineRun:
             self.metrics.add_tokens(self.prompt_tokens, self.completion_tokens, request=self.request)
 
 
-async def _events(stream: EngineStream, first: dict | None, metrics: Any):
-    """The engine events of one stream, first one included, timing inter-token gaps."""
-    event = first
+BATCH_LIMIT = 64  # engine events derendered per write; then other requests get the loop
+
+
+async def _batches(stream: EngineStream, first: dict | None, metrics: Any):
+    """The engine events of one stream in batches (what one network read brought), first one
+    included; the gap between reads feeds the inter-token latency histogram."""
+    if first is None:
+        return
+    batch: list[dict] | None = [first]
     last = time.monotonic()
-    while event is not None:
-        yield event
-        event = await stream.next()
-        if metrics is not None and event is not None:
+    while batch is not None:
+        yield batch
+        if len(batch) >= BATCH_LIMIT:
+            await asyncio.sleep(0)  # a zero-delay engine must not starve new requests' first tokens
+        batch = await stream.next_batch(BATCH_LIMIT)
+        if metrics is not None and batch is not None:
             now = time.monotonic()
             metrics.observe_itl(now - last)
             last = now
 
 
 async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any):
-    """Several engine streams (multi-prompt completions) as one sequence of (prompt index, event)."""
+    """Several engine streams (multi-prompt completions) as one sequence of (prompt index, batch)."""
     if len(sources) == 1:
         stream, first = sources[0]
-        async for event in _events(stream, first, metrics):
-            yield 0, event
+        async for batch in _batches(stream, first, metrics):
+            yield 0, batch
         return
     queue: asyncio.Queue = asyncio.Queue()
     end = object()
 
     async def pump(i: int, stream: EngineStream, first: dict | None) -> None:
         try:
-            async for event in _events(stream, first, metrics):
-                await queue.put((i, event))
+            async for batch in _batches(stream, first, metrics):
+                await queue.put((i, batch))
         except BaseException as exc:  # the consumer re-raises it
             await queue.put((i, exc))
         finally:
@@ -244,12 +252,13 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
     sources = list(await asyncio.gather(*(run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens)))
     live = set(range(len(gens)))
     try:
-        async for i, event in _merged(sources, run.metrics):
+        async for i, batch in _merged(sources, run.metrics):
             group = groups[i]
-            for choice in event.get("choices") or ():
-                index = choice.get("index", 0)
-                if 0 <= index < len(group):
-                    group[index].collect(choice)
+            for event in batch:
+                for choice in event.get("choices") or ():
+                    index = choice.get("index", 0)
+                    if 0 <= index < len(group):
+                        group[index].collect(choice)
             if i in live and all(c.finished for c in group) and not all(c.engine_done for c in group):
                 live.discard(i)  # cut by a stop string: stop the engine (else its [DONE] ends the stream)
                 if sources[i][0].abort() and run.metrics is not None:
@@ -311,18 +320,19 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
             await resp.write(b"".join(head))
             error: bytes | None = None
             try:
-                async for event in _events(stream, first, run.metrics):
+                async for batch in _batches(stream, first, run.metrics):
                     out = []
-                    for choice in event.get("choices") or ():
-                        index = choice.get("index", 0)
-                        if not 0 <= index < len(choices):
-                            continue
-                        state = choices[index]
-                        delta = state.step(choice)
-                        if delta is not None:
-                            usage = (chat_continuous_usage(prompt_tokens, state.decoder.num_tokens)
-                                     if continuous else None)
-                            out.append(_sse(chat_chunk(rid, created, name, delta, usage)))
+                    for event in batch:
+                        for choice in event.get("choices") or ():
+                            index = choice.get("index", 0)
+                            if not 0 <= index < len(choices):
+                                continue
+                            state = choices[index]
+                            delta = state.step(choice)
+                            if delta is not None:
+                                usage = (chat_continuous_usage(prompt_tokens, state.decoder.num_tokens)
+                                         if continuous else None)
+                                out.append(_sse(chat_chunk(rid, created, name, delta, usage)))
                     if out:
                         await resp.write(b"".join(out))
                     if all(c.finished for c in choices) and not all(c.engine_done for c in choices):
@@ -429,17 +439,18 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
         with lifecycle.track(request, lambda cause: run.abort_all(cause)) as tracked:
             error: bytes | None = None
             try:
-                async for p, event in _merged(sources, run.metrics):  # type: ignore[arg-type]
+                async for p, batch in _merged(sources, run.metrics):  # type: ignore[arg-type]
                     group = groups[p]
                     out = []
-                    for choice in event.get("choices") or ():
-                        index = choice.get("index", 0)
-                        if not 0 <= index < len(group):
-                            continue
-                        chunk = group[index].chunk(choice, rid, created, name,
-                                                   prompt_lens[p] if continuous else None)
-                        if chunk is not None:
-                            out.append(_sse(chunk))
+                    for event in batch:
+                        for choice in event.get("choices") or ():
+                            index = choice.get("index", 0)
+                            if not 0 <= index < len(group):
+                                continue
+                            chunk = group[index].chunk(choice, rid, created, name,
+                                                       prompt_lens[p] if continuous else None)
+                            if chunk is not None:
+                                out.append(_sse(chunk))
                     if out:
                         await resp.write(b"".join(out))
                     if p in live and all(c.finished for c in group) and not all(c.engine_done for c in group):

@@ -1,0 +1,236 @@
+"""Benchmark the front door's loop: the proxy in front of a zero-delay reference engine, against
+the same client calling the engine directly.
+
+    python bench/loop.py [--requests-per-level 8] [--levels 1 32 128] [--out bench/results/loop.md]
+
+Three processes on loopback: `derender-proxy reference-engine` (token delay 0), `derender-proxy
+serve` in front of it with the hermes + qwen3 parsers, and this client (aiohttp, one session). For
+each concurrency level the client runs the same streaming chat requests twice:
+
+* direct: the pre-rendered GenerateRequest to the engine's `/inference/v1/generate` (stream);
+* proxied: the OpenAI chat request to the proxy's `/v1/chat/completions` (stream).
+
+It reports time to first token (first SSE event: the proxy sends its first chunk, the role chunk,
+only once the engine's first token arrived), the added TTFT (proxied minus direct, p50 / p99),
+streamed tokens per second (engine tokens delivered to the client per wall second), and the
+proxy's CPU seconds per request and engine tokens per proxy CPU second (from /proc, so the
+engine and the client are not counted). The engine is the same in both runs, so the difference
+is what the proxy adds: render, HTTP hop, derender, parsers, SSE.
+
+`--token-delay-ms` paces the engine (a real engine decodes at tens of ms per token); the
+environment variable BENCH_PROXY_RUNNER=script.py runs the proxy through that script instead of
+`python -m proxy.cli` (e.g. a cProfile wrapper that calls `proxy.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from proxy.engine.sse import SSEDecoder  # noqa: E402
+
+REPLY = ("<think>\nThe user asks for the weather in Paris. I know a tool for that, so I will call it with "
+         "the city and the unit they are likely to want. " * 6
+         + "\n</think>\n\nLet me check the current weather in Paris for you.\n\n<tool_call>\n"
+         '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "details": "'
+         + "hourly forecast with wind and humidity, " * 12 + '"}}\n</tool_call>')
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                           "parameters": {"type": "object", "properties": {
+                                               "city": {"type": "string"}, "unit": {"type": "string"},
+                                               "details": {"type": "string"}}}}}]
+MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+async def wait_up(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as s:
+        while time.monotonic() < deadline:
+            try:
+                async with s.get(url + "/health") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, int]:
+    """(time to first event, engine tokens reported by the final usage event)."""
+    t0 = time.perf_counter()
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
+        decoder = SSEDecoder()
+        ttft = None
+        last: bytes | None = None
+        async for data in resp.content.iter_any():
+            events = decoder.feed(data)
+            if events:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                for ev in events:
+                    if ev != b"[DONE]":
+                        last = ev
+    usage = orjson.loads(last or b"{}").get("usage") or {}
+    return ttft or 0.0, int(usage.get("completion_tokens") or 0)
+
+
+async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await one_stream(session, url, body)  # warm the connection and caches
+        queue = list(range(total))
+        ttfts: list[float] = []
+        tokens = 0
+
+        async def worker() -> None:
+            nonlocal tokens
+            while queue:
+                queue.pop()
+                ttft, n = await one_stream(session, url, body)
+                ttfts.append(ttft)
+                tokens += n
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    ttfts.sort()
+    return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))],
+            "tokens": tokens, "wall": wall, "tok_s": tokens / wall, "requests": total}
+
+
+def percentile_ms(v: float) -> str:
+    return f"{v * 1000:.2f}"
+
+
+async def main_async(args: argparse.Namespace) -> str:
+    exe = [sys.executable, "-m", "proxy.cli"]
+    engine_port, proxy_port = free_port(), free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-loop-"))
+    replies = tmp / "replies.json"
+    replies.write_text(orjson.dumps([REPLY]).decode())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRANSFORMERS_VERBOSITY": "error"}
+    engine = subprocess.Popen([*exe, "reference-engine", "--port", str(engine_port), "--replies", str(replies),
+                               "--served-model-name", "tiny-qwen3", "--log-level", "warning",
+                               "--token-delay-ms", str(args.token_delay_ms)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proxy_exe = [sys.executable, os.environ["BENCH_PROXY_RUNNER"]] if os.environ.get("BENCH_PROXY_RUNNER") else exe
+    proxy = subprocess.Popen([*proxy_exe, "serve", "--port", str(proxy_port), "--served-model-name", "tiny-qwen3",
+                              "--engine-url", f"http://127.0.0.1:{engine_port}", "--tool-call-parser", "hermes",
+                              "--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--no-access-log",
+                              "--log-level", "warning"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    engine_url, proxy_url = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{proxy_port}"
+    try:
+        await wait_up(engine_url)
+        await wait_up(proxy_url)
+        chat = {"model": "tiny-qwen3", "messages": MESSAGES, "tools": TOOLS, "stream": True,
+                "stream_options": {"include_usage": True}}
+        async with aiohttp.ClientSession() as s:
+            async with s.post(proxy_url + "/v1/chat/completions/render", json=chat) as r:
+                rendered = await r.json()
+        rendered["sampling_params"]["output_kind"] = 1
+        rendered["model"] = None
+        direct_body = orjson.dumps(rendered)
+        proxy_body = orjson.dumps(chat)
+        rows = []
+        for level in args.levels:
+            total = max(level * args.requests_per_level, 20)
+            direct = await run_level(engine_url + "/inference/v1/generate", direct_body, level, total)
+            cpu0 = cpu_seconds(proxy.pid)
+            proxied = await run_level(proxy_url + "/v1/chat/completions", proxy_body, level, total)
+            cpu = cpu_seconds(proxy.pid) - cpu0
+            rows.append((level, direct, proxied, cpu))
+            print(f"c={level}: direct TTFT p50 {percentile_ms(direct['ttft_p50'])} ms, proxied "
+                  f"{percentile_ms(proxied['ttft_p50'])} ms; {proxied['tok_s']:.0f} tok/s via proxy "
+                  f"({direct['tok_s']:.0f} direct); proxy CPU {cpu / proxied['requests'] * 1000:.2f} ms/request",
+                  flush=True)
+    finally:
+        for p in (proxy, engine):
+            p.send_signal(signal.SIGTERM)
+        for p in (proxy, engine):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return report(rows, len(REPLY), args)
+
+
+def report(rows: list, reply_chars: int, args: argparse.Namespace) -> str:
+    lines = [
+        "# Front-door loop benchmark (`bench/loop.py`)",
+        "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs "
+        f"(Python {sys.version.split()[0]}). Three processes on loopback: the reference engine "
+        "(zero token delay), `derender-proxy serve` with `--tool-call-parser hermes --reasoning-parser qwen3 "
+        "--enable-auto-tool-choice`, and the aiohttp client. Each request streams one chat answer with "
+        f"reasoning, content and a hermes tool call ({reply_chars} characters, "
+        f"{rows[0][2]['tokens'] // max(rows[0][2]['requests'] + 0, 1)} engine tokens); "
+        f"{args.requests_per_level} requests per unit of concurrency (at least 20).",
+        "",
+        "TTFT = time to the first SSE event. Added TTFT = proxied minus direct at the same percentile. "
+        "tokens/s = engine tokens delivered per wall second (client, proxy and engine share the CPUs, so "
+        "the proxied rate is bounded by all three). Proxy CPU is the proxy process's user+system time "
+        "(/proc) over the proxied run; tokens per proxy CPU-second is the per-core throughput of the loop.",
+        "",
+        "| concurrency | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) | TTFT p99 direct / proxied (ms) "
+        "| added TTFT p99 (ms) | tokens/s direct | tokens/s proxied | proxy CPU ms / request "
+        "| tokens per proxy CPU-second |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level, d, p, cpu in rows:
+        lines.append(
+            f"| {level} | {percentile_ms(d['ttft_p50'])} / {percentile_ms(p['ttft_p50'])} "
+            f"| {percentile_ms(p['ttft_p50'] - d['ttft_p50'])} "
+            f"| {percentile_ms(d['ttft_p99'])} / {percentile_ms(p['ttft_p99'])} "
+            f"| {percentile_ms(p['ttft_p99'] - d['ttft_p99'])} | {d['tok_s']:.0f} | {p['tok_s']:.0f} "
+            f"| {cpu / p['requests'] * 1000:.2f} | {p['tokens'] / cpu:.0f} |")
+    lines += ["", "Targets (issue 5): added TTFT <= 2 ms p50 and <= 8 ms p99 at concurrency 32; "
+              ">= 25k streamed tokens/s per core with hermes + qwen3 parsers (last column).", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 32, 128])
+    parser.add_argument("--requests-per-level", type=int, default=6)
+    parser.add_argument("--token-delay-ms", type=float, default=0.0, help="engine delay per step (0: as fast as it can)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "loop.md"))
+    args = parser.parse_args()
+    text = asyncio.run(main_async(args))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
