@@ -42,6 +42,7 @@ class ParserContext:
     tools: list[dict[str, Any]] | None = None  # OpenAI tool objects, as sent by the client
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # effective (server defaults applied)
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
+    reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""
@@ -106,6 +107,9 @@ class ToolParser(ABC):
     # whether required/named tool_choice output (plain JSON forced by structured outputs) is
     # handled by the generic JSON path rather than this family's markup
     supports_required_and_named: ClassVar[bool] = True
+    # vLLM's engine-based parsers (one grammar for the whole output): their content is used even
+    # when no call was found (markup removed), and they run under tool_choice "none" too
+    engine_based: ClassVar[bool] = False
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx

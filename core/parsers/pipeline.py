@@ -102,7 +102,7 @@ class ChatOutputParser:
         if tools is None:
             self.mode = "plain"  # no tool phase: content passes through
         elif self.choice == "none":
-            self.mode = "plain"
+            self.mode = "auto" if tools.engine_based else "plain"  # calls are dropped by the gate
         elif self.choice == "named" and tools.supports_required_and_named:
             self.mode = "named"
         elif self.choice == "required" and tools.supports_required_and_named:
@@ -126,7 +126,8 @@ class ChatOutputParser:
         ctx = ParserContext(tokenizer=model.tokenizer,
                             tools=[_dump(t) for t in tools] if tools else None,
                             chat_template_kwargs=dict(chat_template_kwargs or {}),
-                            history_tool_call_count=history_tool_call_count(request))
+                            history_tool_call_count=history_tool_call_count(request),
+                            reasoning_parser=reasoning_parser)
         return cls(model=model, reasoning=reasoning_cls(ctx) if reasoning_cls else None,
                    tools=tool_cls(ctx) if tool_cls else None, request=request,
                    enable_auto_tool_choice=enable_auto_tool_choice)
@@ -326,6 +327,9 @@ class ChatOutputParser:
         mode = self.mode
         if self.tools is None or mode == "plain":
             return [], content
+        if self.choice == "none":  # engine-based parsers still strip their markup
+            _, rest = self.tools.extract_complete(content or "", token_ids)
+            return [], rest
         if mode == "named":
             if content is None or not content.strip():
                 return [], None
@@ -343,4 +347,6 @@ class ChatOutputParser:
             return calls, rest
         if self.forced and (content is None or not content.strip()):
             return [], None
+        if self.tools.engine_based:
+            return None, rest or None
         return None, content

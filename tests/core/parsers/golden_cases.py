@@ -149,6 +149,51 @@ def cases() -> list[dict]:
                         {"tools": TOOLS, "tool_choice": "required"},
                         {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}}):
             add("deepseek", None, parser, "x", request, tag="adjust")
+    # qwen3_xml / qwen3_coder (Qwen3 tokenizer), schema coercion
+    xml_tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}, "ratio": {"type": "number"},
+        "opts": {"type": "object"}, "tags": {"type": "array"}, "maybe": {"type": ["string", "null"]},
+        "unit": {"enum": ["c", "f"]}, "any": {}}}}},
+        {"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}}}}]
+
+    def xml(name, params):
+        body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params)
+        return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+    full = xml("get_weather", [("city", "Paris"), ("days", "3"), ("metric", "true"), ("ratio", "1.50"), ("opts", '{"a": 1}'),
+                               ("tags", "[1, 2]"), ("maybe", "null"), ("unit", "c"), ("any", "[1]")])
+    xml_texts = [
+        full, "Hello " + xml("get_weather", [("city", "Paris")]) + " after",
+        xml("get_weather", [("city", "Paris")]) + "\n" + xml("run", [("code", "print('x')\n\nend \"q\" \\ 天")]),
+        "<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter><parameter=days>x3</parameter></function></tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar", "<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>",
+        "<tool_call>\n<function=unknown_tool>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+        "  \n" + xml("run", [("code", "x")]),
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+        "plain text no calls", "\n\nplain  ", "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n\n\nx\n\n\n</parameter>\n</function>\n</tool_call>",
+        "text <tool_call>\n{\"name\": \"get_weather\"}\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=days>\n3.5\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n<parameter=city>\n42\n</parameter>\n</function>\n</tool_call>",
+        "Hi \n" + xml("get_weather", [("city", "Paris")]), "A" + full + " mid " + full + " end", "<tool_call>\n<function=get_wea",
+        "<tool_call>\n<function= get_weather >\n<parameter= city >\nx\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n</parameter>\n</tool_call>", "x</think>y" + full, "<think>x</think>y",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\na\n</parameter>\n<parameter=city>\nb\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\nP",
+        "<tool_call>\n<function=get_weather>\nstray<parameter=city>\nx > y < z\n</parameter>\n</function>\n</tool_call>",
+        "x<|im_end|>y", "a<tool_call>b", "a <tool_call>b",
+        "<tool_call>\n<function=get_weather>\n<parameter=days>\nseven\n</parameter>\n<parameter=opts>\n{bad\n</parameter>\n</function>\n</tool_call>",
+    ]
+    for text in xml_texts:
+        add("qwen3", None, "qwen3_xml", text, {"tools": xml_tools}, tag="qwen3_xml")
+    add("qwen3", None, "qwen3_coder", full, {"tools": xml_tools}, tag="qwen3_coder")
+    add("qwen3", None, "qwen3_xml", full, {}, tag="qwen3_xml no tools")
+    for text in ["<think>r</think>\n\n" + full, "<think>r" + full, "<think>r</think>c</think>d", "<think>r</think>x<|im_end|>y",
+                 "<think>r</think>\n\nAnswer \n"]:
+        add("qwen3", "qwen3", "qwen3_xml", text, {"tools": xml_tools}, tag="qwen3_xml+qwen3")
+    add("qwen3", "deepseek_r1", "qwen3_xml", "r</think>c</think>d" + full, {"tools": xml_tools}, tag="qwen3_xml+r1")
+    for request in ({"tools": xml_tools, "tool_choice": "auto", "parallel_tool_calls": False},
+                    {"tools": xml_tools, "tool_choice": "required"},
+                    {"tools": xml_tools, "tool_choice": {"type": "function", "function": {"name": "run"}}}):
+        add("qwen3", None, "qwen3_xml", "x", request, tag="adjust")
     return out
 
 
