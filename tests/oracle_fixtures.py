@@ -19,6 +19,7 @@ ORACLE_FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 # keys whose values differ on every call to vLLM
 VOLATILE_KEYS = frozenset({"created"})
 TOOL_CALL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16}$")
+MISTRAL_TOOL_CALL_ID = re.compile(r"^[A-Za-z0-9]{9}$")
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,8 +72,8 @@ def stream_calls(case: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
 
 def scrub(value: Any) -> Any:
     """A copy with volatile values replaced by placeholders, for equality checks:
-    ``created`` -> 0, tool-call ids of the ``chatcmpl-tool-<16 hex>`` shape -> that
-    shape's name. Apply it to both sides of a comparison."""
+    ``created`` -> 0, tool-call ids of the ``chatcmpl-tool-<16 hex>`` shape (and Mistral's
+    9 alphanumerics) -> that shape's name. Apply it to both sides of a comparison."""
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -80,6 +81,8 @@ def scrub(value: Any) -> Any:
                 out[k] = 0
             elif k == "id" and isinstance(v, str) and TOOL_CALL_ID.match(v):
                 out[k] = "chatcmpl-tool-<16hex>"
+            elif k == "id" and isinstance(v, str) and MISTRAL_TOOL_CALL_ID.match(v):
+                out[k] = "<9 alphanumerics>"
             else:
                 out[k] = scrub(v)
         return out

@@ -37,3 +37,4 @@ def test_scrub_normalizes_volatile_values() -> None:
         {"id": "chatcmpl-tool-fedcba9876543210", "type": "function"}]}}]}
     assert scrub(a) == scrub(b)
     assert scrub({"id": "chatcmpl-tool-x"}) != scrub({"id": "chatcmpl-tool-y"})
+    assert scrub({"id": "v0iSqgo2X"}) == scrub({"id": "kiVz3mzTL"})

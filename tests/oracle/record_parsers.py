@@ -632,7 +632,52 @@ def mistral() -> None:
     rec.write()
 
 
+def kimi_k2() -> None:
+    rec = Recorder("parsers_kimi_k2", "vLLM 0.33 derender with --tool-call-parser kimi_k2 --reasoning-parser "
+                   "kimi_k2 --enable-auto-tool-choice on tiny-kimi (Qwen3 tokenizer + Kimi-K2's five tool "
+                   "special tokens as ids 151669..151673, built by tests/oracle/make_extra_models.py; "
+                   "Qwen3 chat template)", SCRIPT)
+    kt = Tok("tiny-kimi")
+    f = Family(rec, "kimi-k2", 8131, "tiny-kimi",
+               ["--served-model-name tiny-kimi", "--tool-call-parser kimi_k2", "--reasoning-parser kimi_k2",
+                "--enable-auto-tool-choice"], kt, 151645)
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+    SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+
+    def one(name: str, args: dict[str, Any], idx: int) -> str:
+        return (f"<|tool_call_begin|>functions.{name}:{idx}<|tool_call_argument_begin|>"
+                f"{json.dumps(args, ensure_ascii=False)}<|tool_call_end|>")
+    T = {"messages": user, "tools": TOOLS}
+    paris = one("get_weather", {"city": "Paris", "unit": "c"}, 0)
+    f.scenario("content_only", T, "I cannot check that.", "plain content")
+    f.scenario("tool_single", T, SB + paris + SE, "one call, id functions.get_weather:0")
+    f.scenario("tool_two_calls", T, SB + paris + one("get_time", {"tz": "UTC"}, 1) + SE, "two calls")
+    f.scenario("content_before_call", T, "Let me check." + SB + paris + SE, "content before the section")
+    f.scenario("reasoning_then_call", T, "<think>I need the tool.</think>" + SB + paris + SE,
+               "reasoning then a call")
+    f.scenario("reasoning_content", {"messages": user}, "<think>hmm</think>It is sunny.", "reasoning then content")
+    f.scenario("unicode_arguments", T, SB + one("get_weather", {"city": "東京 🗼"}, 0) + SE, "non-ASCII")
+    f.scenario("truncated_length", T, SB + paris[:-25], "length inside a call", finish="length")
+    f.scenario("tool_choice_none", {**T, "tool_choice": "none"}, SB + paris + SE, "tool_choice none")
+    f.scenario("tool_choice_required", {**T, "tool_choice": "required"}, SB + paris + SE, "required")
+    f.scenario("tool_choice_named", {**T, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+               SB + paris + SE, "named")
+    f.scenario("parallel_tool_calls_false", {**T, "parallel_tool_calls": False},
+               SB + paris + one("get_time", {"tz": "UTC"}, 1) + SE, "parallel_tool_calls false")
+    hist = [{"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "functions.get_weather:0", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
+            {"role": "user", "content": "And Rome?"}]
+    f.scenario("history_tool_call_index", {"messages": hist, "tools": TOOLS},
+               SB + one("get_weather", {"city": "Rome"}, 1) + SE, "one call already in history: index 1")
+    f.scenario("history_model_index_0", {"messages": hist, "tools": TOOLS},
+               SB + one("get_weather", {"city": "Rome"}, 0) + SE, "history has a call, the model writes :0")
+    rec.write()
+
+
 SCENARIO_FAMILIES: dict[str, Callable[[], None]] = {
+    "kimi_k2": kimi_k2,
     "qwen3_coder": qwen3_xml_family("qwen3_coder", 8124), "qwen3_xml": qwen3_xml_family("qwen3_xml", 8125),
     "glm45": glm45, "granite": granite, "deepseek_v31": deepseek_family("deepseek_v31", 8129),
     "deepseek_v3": deepseek_family("deepseek_v3", 8130), "mistral": mistral,
