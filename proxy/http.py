@@ -81,9 +81,9 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     except RequestError as exc:
         return error_response(exc)
     except web.HTTPRequestEntityTooLarge as exc:
-        return error_response(RequestError(
-            f"Request body is too large ({exc.actual_size} bytes; the limit is {exc.max_size} bytes).",
-            413, "RequestEntityTooLarge"))
+        # aiohttp's request.read() raises it without the actual size; its text names the limit
+        return error_response(RequestError(f"Request body is too large. {exc.text}", 413,
+                                           "RequestEntityTooLarge"))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -121,3 +121,16 @@ def test_official_client_gets_authentication_error(qwen3):
 ])
 def test_bearer_token_parsing(header, token):
     assert bearer_token(header) == token
+
+
+async def test_max_request_bytes_is_a_413_error_body_and_auth_comes_first(aiohttp_client, qwen3):
+    client = await aiohttp_client(create_app(ServerConfig(api_key=KEY, max_request_bytes=1024), qwen3))
+    body = {"model": "tiny-qwen3", "messages": [{"role": "user", "content": "x" * 4096}]}
+    resp = await client.post("/v1/chat/completions", json=body)
+    assert_401(resp.status, await resp.json())  # no key: refused before the body is read
+    resp = await client.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status == 413
+    error = (await resp.json())["error"]
+    assert error["code"] == 413 and "1024" in error["message"]
+    text = await (await client.get("/metrics")).text()
+    assert 'derender_proxy_requests_total{method="POST",route="/v1/chat/completions",status="413"} 1.0' in text
