@@ -295,3 +295,18 @@ def test_parser_stream_needs_prompt_ids_only_on_first_call(parsers, qwen3):
     res2 = derender_chat_stream(parsers, validate_derender_body(later, chat=True))
     assert res2["chunk"]["choices"][0]["delta"]["content"] == "\n\nHello"
     assert res2["chunk"]["choices"][0]["delta"]["reasoning"] == "hm\n"
+
+
+@pytest.mark.parametrize("field,keys", [("reasoning", ["reasoning"]), ("reasoning_content", ["reasoning_content"]),
+                                        ("both", ["reasoning", "reasoning_content"])])
+def test_reasoning_field_option(qwen3, field, keys):
+    settings_ = DerenderSettings(model=qwen3, reasoning_parser="qwen3", render_options=RenderOptions.build(),
+                                 reasoning_field=field)
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    ids = qwen3.tokenizer.encode("<think>\nhm\n</think>\n\nHi")
+    got, _ = stream_chat(settings_, [chunk_body(ids[:4]), chunk_body(ids[4:], "length")], request)
+    delta = got[0]["choices"][0]["delta"]
+    assert [k for k in delta if k.startswith("reasoning")] == keys
+    assert all(delta[k] for k in keys)
+    msg = nonstream_chat(settings_, ids, "length", None, request)["message"]
+    assert [k for k in msg if k.startswith("reasoning")] == keys and msg[keys[-1]] == "\nhm\n"
