@@ -277,6 +277,72 @@ def main() -> None:
              bodies(seq, "completion_request", comp, cprompt, prompt_tokens=3),
              "usage chunk first, then ids, then a finish-only chunk; prompt_tokens 3")
 
+    # parser path (hermes + qwen3 on 8110): request/response plumbing around the parser
+    X = r.server("q3-parsers", 8110, QWEN, ["--served-model-name tiny-qwen3", "--tool-call-parser hermes",
+                 "--reasoning-parser qwen3", "--enable-auto-tool-choice"])
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    xchat = {"model": QWEN, "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": tools,
+             "stream": True, "stream_options": {"include_usage": True}}
+    st, xg = post(8110, "/v1/chat/completions/render", xchat)
+    xprompt = xg["token_ids"]
+    xtext = ("<think>\nCall the tool.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+             "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+    xids = q3.ids(xtext) + [IM_END]
+    seq = [usage_chunk(len(xprompt), 0)] + chunks_for(xids, 4, "stop", IM_END) + [
+        usage_chunk(len(xprompt), len(xids))]
+    r.stream("parser_usage_first_and_last", X, CHAT,
+             bodies(seq, "chat_request", xchat, xprompt, prompt_every_call=True),
+             "parser path: usage-only chunks before and after; role on the first chunk with a choice",
+             text=xtext)
+    r.stream("parser_prompt_every_call", X, CHAT,
+             bodies(chunks_for(xids, 3, "stop", IM_END), "chat_request", xchat, xprompt, prompt_every_call=True),
+             "parser path: prompt_token_ids on every call (required on every call here)", text=xtext)
+    r.stream("parser_prompt_first_call_only", X, CHAT,
+             bodies(chunks_for(xids, 3, "stop", IM_END), "chat_request", xchat, xprompt),
+             "parser path: prompt_token_ids only on the first call: vLLM answers 400 on every later "
+             "call (we accept it: spec 0.3)", text=xtext)
+    xc = []
+    parts = split(xids, 5)
+    for i, p in enumerate(parts):
+        last = i == len(parts) - 1
+        done = sum(len(x) for x in parts[:i + 1])
+        xc.append(chunk(p, "stop" if last else None, IM_END if last else None,
+                        usage={"prompt_tokens": len(xprompt), "total_tokens": len(xprompt) + done,
+                               "completion_tokens": done}, prompt_token_ids=xprompt if i == 0 else None))
+    r.stream("parser_continuous_usage_return_token_ids", X, CHAT,
+             bodies(xc, "chat_request", dict(xchat, return_token_ids=True, stream_options={
+                 "include_usage": True, "continuous_usage_stats": True}), xprompt, prompt_every_call=True),
+             "parser path: usage on every chunk, return_token_ids (prompt ids on the first generate chunk)",
+             text=xtext)
+    a_ids = xids
+    b_ids = q3.ids("<think>\nNo tool.\n</think>\n\nIt is sunny.") + [IM_END]
+    order, ia, ib = [], 0, 0
+    while ia < len(a_ids) or ib < len(b_ids):
+        if ia < len(a_ids):
+            order.append((0, a_ids[ia:ia + 3]))
+            ia += 3
+        if ib < len(b_ids):
+            order.append((1, b_ids[ib:ib + 2]))
+            ib += 2
+    calls, states = [], {0: None, 1: None}
+    n2 = dict(xchat, n=2, temperature=1.0)
+    seen = {0: 0, 1: 0}
+    for idx, part in order:
+        seen[idx] += len(part)
+        total = len(a_ids) if idx == 0 else len(b_ids)
+        last = seen[idx] == total
+        body = {"stream": True, "model": QWEN,
+                "generate_chunk": chunk(part, "stop" if last else None, IM_END if last else None, index=idx),
+                "stream_state": states[idx], "prompt_token_ids": xprompt, "chat_request": n2}
+        st, resp = post(8110, CHAT, body)
+        calls.append({"request": body, "status": st, "response": resp})
+        if st == 200:
+            states[idx] = resp["stream_state"]
+    r.add({"name": "parser_n2_interleaved", "server": X, "method": "POST", "path": CHAT,
+           "description": "parser path, n=2: index 0 makes a tool call, index 1 answers with content; "
+                          "one stream_state per index", "calls": calls})
+
     # real engine streams, derendered chunk by chunk
     for name, req, kind in [
             ("engine_chat_sampled", {"model": QWEN, "messages": [{"role": "user", "content": "Tell me a story"}],
