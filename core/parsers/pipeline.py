@@ -221,7 +221,7 @@ class ChatOutputParser:
 
     def _hold_leading_whitespace(self, state: dict[str, Any], text: str, calls: list, final: bool) -> str:
         """vLLM drops whitespace-only content when tools are called: hold it until we know."""
-        if state["nw"]:
+        if state["nw"] or (not text and not calls and not final):
             return text
         if calls:
             state["ws"] = ""

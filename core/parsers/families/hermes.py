@@ -156,6 +156,8 @@ class HermesToolParser(ToolParser):
         return {"ph": "T", "h": "", "n": 0, "c": None, "raw": None}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        if not state["h"] and state["ph"] in ("T", "X") and "<" not in text:
+            return text, []  # fast path: plain content
         buf = state["h"] + text if state["h"] else text
         state["h"] = ""
         content: list[str] = []

@@ -65,6 +65,8 @@ class ThinkTagReasoningParser(ReasoningParser):
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
         if not text:
             return "", ""
+        if not state["h"] and "<" not in text:  # fast path: every tag starts with "<"
+            return (text, "") if state["p"] == "R" else ("", text)
         buf = state["h"] + text if state["h"] else text
         reasoning: list[str] = []
         content: list[str] = []
