@@ -16,6 +16,7 @@ Rules, from vLLM 0.33's non-streaming parsers (spec 6.3):
   content (nothing dropped). A prompt that already closed reasoning (spec 7.3) starts in content.
 * deepseek_v3: deepseek_r1 when the template kwargs turn `thinking`/`enable_thinking` on,
   otherwise everything is content.
+* granite: text markers instead of tags (see `GraniteReasoningParser`).
 """
 
 from __future__ import annotations
@@ -206,3 +207,73 @@ class DeepSeekV3ReasoningParser(DeepSeekR1ReasoningParser):
         if not self.thinking:
             return None, text
         return super().parse_complete(text, token_ids, prompt_token_ids)
+
+
+GRANITE_THINK = ("Here is my thought process:", "Here's my thought process:")
+GRANITE_RESPONSE = ("Here is my response:", "Here's my response:")
+_GRANITE_RE = None
+
+
+@register_reasoning("granite")
+class GraniteReasoningParser(ReasoningParser):
+    """IBM Granite's text markers: "Here is my thought process:" ... "Here is my response:" ...
+
+    vLLM's non-streaming rule (`parse_complete`, exact): the first thought-process marker
+    followed later by a response marker splits reasoning / content (text before the first
+    marker is dropped); without both markers everything is content. That needs the response
+    marker before anything is known, so the stream follows vLLM's own stream instead: an output
+    that *starts* with the thought-process marker streams as reasoning until the response
+    marker, anything else streams as content. They agree whenever the model follows its format.
+    """
+
+    name = "granite"
+
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        return False  # text markers: the prompt never leaves Granite's reasoning open or closed
+
+    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
+        return {"p": "U", "h": ""}
+
+    def reasoning_finished(self, state: State) -> bool:
+        return state["p"] == "C"
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        buf = state["h"] + text
+        state["h"] = ""
+        if state["p"] == "U":
+            for marker in GRANITE_THINK:
+                if buf.startswith(marker):
+                    state["p"] = "R"
+                    buf = buf[len(marker):]
+                    break
+            else:
+                if any(m.startswith(buf) for m in GRANITE_THINK):
+                    state["h"] = buf
+                    return "", ""
+                state["p"] = "C"
+        if state["p"] == "C":
+            return "", buf
+        at, marker = find_first(buf, GRANITE_RESPONSE)
+        if marker is None:
+            keep = partial_suffix(buf, GRANITE_RESPONSE)
+            state["h"] = buf[len(buf) - keep:]
+            return buf[:len(buf) - keep], ""
+        state["p"] = "C"
+        return buf[:at], buf[at + len(marker):]
+
+    def finish(self, state: State) -> tuple[str, str]:
+        held, state["h"] = state["h"], ""
+        return (held, "") if state["p"] == "R" else ("", held)
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        import re
+
+        global _GRANITE_RE
+        if _GRANITE_RE is None:
+            _GRANITE_RE = re.compile(r"(?:Here's|Here is) my thought process:(.*?)(?:Here's|Here is) my response:(.*)",
+                                     re.DOTALL)
+        match = _GRANITE_RE.search(text)
+        if match is None:
+            return None, text
+        return match.group(1), match.group(2) or None

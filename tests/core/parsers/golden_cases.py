@@ -194,6 +194,11 @@ def cases() -> list[dict]:
                     {"tools": xml_tools, "tool_choice": "required"},
                     {"tools": xml_tools, "tool_choice": {"type": "function", "function": {"name": "run"}}}):
         add("qwen3", None, "qwen3_xml", "x", request, tag="adjust")
+    # granite (text markers; the Qwen3 tokenizer is fine for plain text)
+    for text in ["Here is my thought process: a. Here is my response: b.", "Here's my thought process:\nx\nHere's my response:",
+                 "pre Here is my thought process: a Here is my response: b", "Here is my thought process: unanswered",
+                 "plain", "Here is my response: only"]:
+        add("qwen3", "granite", None, text, tag="granite")
     return out
 
 

@@ -26,7 +26,9 @@ MODELS = {"tiny-qwen3": "qwen3", "tiny-llama3": "llama3", "tiny-deepseek": "deep
 STREAM_CANNOT_MATCH = {"invalid_json", "missing_name", "truncated_in_arguments", "truncated_after_name",
                        "truncated_unclosed_call_stop", "invalid_python", "truncated_length",
                        # llama3_json: prose before the object; vLLM's stream gives it as content too
-                       "parsers_llama3_json:content_before_call"}
+                       "parsers_llama3_json:content_before_call",
+                       # granite: a thought-process marker never answered by a response marker
+                       "parsers_granite:only_thought"}
 
 
 def _flag(command: str, name: str) -> str | None:
