@@ -8,6 +8,7 @@ ids) are listed in ``VOLATILE_KEYS`` and must be compared by shape, not by value
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -24,15 +25,17 @@ MISTRAL_TOOL_CALL_ID = re.compile(r"^[A-Za-z0-9]{9}$")
 
 @functools.lru_cache(maxsize=None)
 def load_document(name: str) -> dict[str, Any]:
-    """The whole fixture file (``name`` with or without ``.json``)."""
+    """The whole fixture file (``name`` with or without ``.json``). Cached: treat it as
+    read-only (load_fixture returns copies)."""
     path = ORACLE_FIXTURES / (name if name.endswith(".json") else name + ".json")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def load_fixture(name: str) -> list[dict[str, Any]]:
-    """The cases of one fixture file; each case gets ``server_info`` (the file's
-    description of the vLLM server it was recorded on: version, model, flags)."""
-    doc = load_document(name)
+    """The cases of one fixture file (deep copies: mutate freely); each case gets
+    ``server_info`` (the file's description of the vLLM server it was recorded on: version,
+    model, flags)."""
+    doc = copy.deepcopy(load_document(name))
     servers = doc.get("servers", {})
     cases = []
     for case in doc["cases"]:
