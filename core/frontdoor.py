@@ -115,6 +115,10 @@ class ChoiceDecoder:
                 ids, finish_reason, stop_reason, primary_eos_id=self._primary_eos, eos_ids=self._eos_ids,
                 stop_token_ids=opts.stop_token_ids, ignore_eos=opts.ignore_eos,
                 include_stop_str_in_output=opts.include_stop_str_in_output)
+            if stop_reason == self._primary_eos and stop_reason not in opts.stop_token_ids:
+                # a tokens-only engine has no tokenizer EOS and reports it as a stop token id; the
+                # coupled `vllm serve` stops on the tokenizer's EOS with stop_reason null (spec 2.3)
+                stop_reason = None
         else:
             text_ids = ids
         matcher = self.matcher

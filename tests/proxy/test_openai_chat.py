@@ -88,7 +88,7 @@ def test_chat_non_streaming_plain(plain, qwen3):
     (choice,) = r.choices
     assert choice.message.role == "assistant"
     assert choice.message.content == PLAIN_REPLY  # EOS dropped from the text
-    assert choice.finish_reason == "stop"
+    assert choice.finish_reason == "stop" and choice.model_extra["stop_reason"] is None
     assert r.object == "chat.completion" and r.model == "tiny-qwen3" and r.id.startswith("chatcmpl-")
     n_reply = len(qwen3.tokenizer.encode(PLAIN_REPLY))
     assert r.usage.completion_tokens == n_reply + 1  # the EOS token counts
@@ -143,8 +143,9 @@ def test_sse_wire_format_matches_vllm_serve(plain):
         assert list(event["choices"][0]["delta"]) == ["content"]
     assert list(last["choices"][0]) == ["index", "delta", "logprobs", "finish_reason", "stop_reason", "token_ids",
                                         "weight_versions"]
+    # the engine reports EOS as stop_reason 151645; `vllm serve` (coupled) says null for the EOS
     assert last["choices"][0]["finish_reason"] == "stop"
-    assert last["choices"][0]["stop_reason"] == IM_END
+    assert last["choices"][0]["stop_reason"] is None
     assert "".join(e["choices"][0]["delta"]["content"] for e in tokens + [last]) == "Hi there"
     assert usage == {"id": role["id"], "object": "chat.completion.chunk", "created": role["created"],
                      "model": "tiny-qwen3", "choices": [],
@@ -166,6 +167,18 @@ def test_non_streaming_wire_format(plain):
                                  "audio": None, "function_call": None, "reasoning": None}
     assert list(raw["usage"]) == ["prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details",
                                   "completion_tokens_details"]
+
+
+def test_stop_token_ids_and_secondary_eos_keep_their_stop_reason(plain, qwen3):
+    plain.set_replies(["Hello there, world"])
+    c = client(plain)
+    ids = qwen3.tokenizer.encode("Hello there, world")
+    r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, extra_body={"stop_token_ids": [ids[2]]})
+    assert r.choices[0].message.content == qwen3.tokenizer.decode(ids[:2])  # the stop token's text is dropped
+    assert (r.choices[0].finish_reason, r.choices[0].model_extra["stop_reason"]) == ("stop", ids[2])
+    # <|endoftext|> (151643) is an EOS of the generation config only: vLLM reports it as a stop token id
+    r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logit_bias={"151643": 100})
+    assert (r.choices[0].message.content, r.choices[0].model_extra["stop_reason"]) == ("", 151643)
 
 
 def test_n3_interleaved_one_state_per_index(plain):
