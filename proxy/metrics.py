@@ -29,7 +29,9 @@ import time
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
+)
 from prometheus_client.exposition import generate_latest
 
 PREFIX = "derender_proxy_"
@@ -186,6 +188,8 @@ async def _probe_loop_lag(metrics: ProxyMetrics, interval: float) -> None:
 
 def install(app: web.Application) -> None:
     """Create the app's registry, add GET /metrics and the event-loop lag probe."""
+    # no `*_created` timestamp series: they double the exposition and no dashboard reads them
+    disable_created_metrics()
     metrics = ProxyMetrics()
     app[METRICS] = metrics
     app.router.add_get(METRICS_PATH, metrics_handler)

@@ -217,3 +217,44 @@ def engine_aborts(engine: ServeProcess, wait: float = 2.0) -> list[dict]:
         if aborted or time.monotonic() > deadline:
             return aborted
         time.sleep(0.05)
+
+
+def test_shutdown_aborts_are_counted_once_per_stream(qwen3):
+    """In-process: the drain of a stopping app aborts both streams and counts cause="shutdown" twice."""
+    import threading
+
+    from proxy.metrics import metrics_of
+    from tests.proxy.frontdoor_stack import Stack
+
+    stack = Stack(qwen3, shutdown_timeout=0.3)
+    stack.set_replies([LONG_REPLY], token_delay_ms=50)
+    results: list[list[str]] = []
+
+    def stream() -> None:
+        req = urllib.request.Request(stack.base_url + "/chat/completions", method="POST", data=json.dumps({
+            "model": "tiny-qwen3", "stream": True,
+            "messages": [{"role": "user", "content": "Count."}]}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            results.append([line.decode().strip()[6:] for line in resp if line.startswith(b"data: ")])
+
+    threads = [threading.Thread(target=stream) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(stack.engine_state.live) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        app = stack.proxy.app
+        stack.proxy.stop()  # runs the app's shutdown: drain 0.3 s, then abort
+        for t in threads:
+            t.join(10)
+        aborted = stack.wait_aborted()
+    finally:
+        stack.close()
+    assert len(results) == 2
+    for events in results:
+        assert events[-1] == "[DONE]" and "shutting down" in json.loads(events[-2])["error"]["message"]
+    assert len(aborted) >= 1
+    text = metrics_of(app).render().decode()
+    assert 'derender_proxy_aborts_total{cause="shutdown"} 2.0' in text

@@ -171,9 +171,10 @@ def test_front_door_moves_request_token_ttft_and_itl_series(stack, qwen3, caplog
     assert delta(after, before, "derender_proxy_generation_tokens_total") == 2 * usage.completion_tokens
     # only the streamed engine request has a first token to time (the other is one JSON answer)
     assert delta(after, before, "derender_proxy_time_to_first_token_seconds_count") == 1
-    # the engine streams one token per event: every event after the first is one gap
+    # one gap per engine chunk after the first: at most one per token (chunks that arrive in the
+    # same network read are taken together, so fewer under load)
     itl = delta(after, before, "derender_proxy_inter_token_latency_seconds_count")
-    assert usage.completion_tokens - 1 <= itl <= usage.completion_tokens + 1
+    assert 1 <= itl <= usage.completion_tokens
     assert delta(after, before, "derender_proxy_requests_in_flight") == 0
     lines = [r.fields for r in caplog.records
              if r.name == "derender_proxy.access" and r.fields["route"] == "/v1/chat/completions"]
@@ -185,7 +186,8 @@ def test_front_door_counts_engine_errors_retries_and_stop_string_aborts(qwen3):
     from tests.proxy.frontdoor_stack import Stack
 
     stack = Stack(qwen3, dead_engines=1)  # fresh: the dead engine has not been marked down yet
-    stack.set_replies([REPLY])
+    # paced, so the stop string ("capital", 4th token) always cuts before the engine is done
+    stack.set_replies([REPLY], token_delay_ms=20)
     try:
         _errors_retries_and_stop_strings(stack)
     finally:
