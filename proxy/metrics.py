@@ -46,6 +46,7 @@ E2E_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.
                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 LOOP_LAG_INTERVAL = 0.25  # seconds between two event-loop lag probes
 
 
@@ -138,6 +139,8 @@ class ProxyMetrics:
     # --- used by the request middleware --------------------------------------------------------
 
     def request_done(self, route: str, method: str, status: int, seconds: float) -> None:
+        if method not in KNOWN_METHODS:
+            method = "other"  # clients choose the method token: keep the label set bounded
         key = (route, method, status)
         child = self._request_children.get(key)
         if child is None:

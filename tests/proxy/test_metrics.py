@@ -47,7 +47,11 @@ async def test_request_counts_by_route_and_status(client):
     after = await scrape(client)
     assert requests_count(after, "/v1/models", "200") - requests_count(before, "/v1/models", "200") == 3
     assert requests_count(after, "/health", "200") - requests_count(before, "/health", "200") == 1
-    # unknown paths share one label value: a scanner cannot blow up the label cardinality
+    for method in ("PROPFIND", "MKCOL"):  # methods the HTTP parser knows, we do not
+        assert (await client.request(method, "/v1/nothing")).status in (404, 405)
+    # unknown paths and methods share one label value: a scanner cannot blow up the label cardinality
+    after_scan = await scrape(client)
+    assert requests_count(after_scan, "unmatched", "404", "other") == 2
     assert requests_count(after, "unmatched", "404", "POST") - requests_count(before, "unmatched", "404", "POST") == 2
     key = ("derender_proxy_e2e_request_latency_seconds_count", (("route", "/v1/models"),))
     assert after[key] - before.get(key, 0) == 3
