@@ -220,21 +220,24 @@ class ChatOutputParser:
         return self._hold_leading_whitespace(state, text, calls, final), calls
 
     def _hold_leading_whitespace(self, state: dict[str, Any], text: str, calls: list, final: bool) -> str:
-        """vLLM drops whitespace-only content when tools are called: hold it until we know."""
-        if state["nw"] or (not text and not calls and not final):
-            return text
+        """vLLM drops whitespace-only content when tools are called: hold it until we know.
+
+        While every content character so far is whitespace (`str.strip()`'s notion, as vLLM's
+        check), it is held; the first other character releases it; at the end it is dropped
+        if the family found a call (or the choice was forced), else sent.
+        """
         if calls:
-            state["ws"] = ""
-            state["nw"] = True  # content after the first call is the family's business
-            return text if text.strip(_WS) else ""
-        if text.strip(_WS):
+            state["fc"] = True
+        if state["nw"] or (not text and not final):
+            return text
+        if text.strip():
             held, state["ws"] = state["ws"], ""
             state["nw"] = True
             return held + text
         state["ws"] += text
         if final:
             held, state["ws"] = state["ws"], ""
-            return "" if self.forced else held  # forced choice: whitespace-only content is null
+            return "" if (state.get("fc") or self.forced) else held
         return ""
 
     def _named(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:

@@ -227,7 +227,7 @@ class Qwen3XmlToolParser(ToolParser):
             return
         ph = state["ph"]
         if ph == "C":
-            stripped = text.rstrip(_WS)
+            stripped = text.rstrip()
             if stripped:
                 content.append(state["cw"] + stripped)
                 state["cw"] = text[len(stripped):]
