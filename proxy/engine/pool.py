@@ -25,7 +25,7 @@ import aiohttp
 from aiohttp import web
 
 from core.errors import RequestError
-from proxy.engine.client import Engine, EngineError, EngineStream, EngineTimeouts
+from proxy.engine.client import ENGINE_ID_PREFIX, Engine, EngineError, EngineStream, EngineTimeouts
 
 log = logging.getLogger("derender_proxy.engine")
 
@@ -110,9 +110,11 @@ class EnginePool:
                 last = exc
                 if not exc.retryable:
                     raise
-            except BaseException:
+            except BaseException:  # cancelled (the client went away) while waiting for the engine
                 if stream is None:
                     engine.outstanding -= 1
+                    if request.get("request_id"):
+                        engine.abort_in_background([ENGINE_ID_PREFIX + request["request_id"]])
                 else:
                     stream.abort()
                 raise

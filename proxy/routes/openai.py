@@ -121,6 +121,17 @@ class EngineRun:
         if aborted and self.metrics is not None and cause != "shutdown":
             self.metrics.abort(cause)
 
+    def failed(self, exc: EngineError) -> None:
+        """An engine stream broke after it started: count it and make sure nothing keeps generating."""
+        if self.metrics is not None:
+            for stream in self.streams:
+                if not stream.finished:
+                    self.metrics.engine_error(stream.engine.url, exc.kind)
+                    break
+            if exc.kind == "timeout":
+                self.metrics.abort("timeout")
+        self.abort_all("error")
+
     def count(self, prompt: int, completion: int) -> None:
         self.prompt_tokens += prompt
         self.completion_tokens += completion
@@ -266,7 +277,7 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
             if not live:
                 break
     except EngineError as exc:
-        run.abort_all("error")
+        run.failed(exc)
         raise _client_error(exc) from None
 
 
@@ -341,10 +352,11 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                 if tracked.aborted is not None:
                     error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
             except EngineError as exc:
-                if tracked.aborted is not None:
-                    exc = RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError")  # type: ignore[assignment]
-                error = _error_event(exc)
-                run.abort_all("error")
+                if tracked.aborted is not None:  # we closed the engine stream ourselves: shutting down
+                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+                else:
+                    run.failed(exc)
+                    error = _error_event(exc)
             completion = sum(c.decoder.num_tokens for c in choices)
             run.count(0, completion)
             tail = []
@@ -462,10 +474,11 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                 if tracked.aborted is not None:
                     error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
             except EngineError as exc:
-                if tracked.aborted is not None:
-                    exc = RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError")  # type: ignore[assignment]
-                error = _error_event(exc)
-                run.abort_all("error")
+                if tracked.aborted is not None:  # we closed the engine stream ourselves: shutting down
+                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+                else:
+                    run.failed(exc)
+                    error = _error_event(exc)
             completion = sum(c.decoder.num_tokens for group in groups for c in group)
             run.count(0, completion)
             tail = []

@@ -392,3 +392,33 @@ def test_tool_choice_none_keeps_markup_as_content(parsed):
                                                tool_choice="none")
     assert not r.choices[0].message.tool_calls and r.choices[0].finish_reason == "stop"
     assert "<tool_call>" in r.choices[0].message.content
+
+
+def test_engine_timeouts(qwen3):
+    stack = Stack(qwen3, engine_idle_timeout=0.3, engine_first_token_timeout=0.3)
+    try:
+        # stalls after 2 tokens: the idle timeout ends the stream with an error event, engine aborted
+        stack.set_replies(["a b c d e f"], faults=Faults(stall_after=2))
+        text = post_raw(stack.url + "/v1/chat/completions", {"messages": MESSAGES, "stream": True})[2]
+        parts = text.split("\n\n")
+        assert parts[-2:] == ["data: [DONE]", ""]
+        assert orjson.loads(parts[-3][6:])["error"]["code"] == 504
+        assert stack.wait_aborted()
+        # stalls before the first token: a JSON 504 before any SSE
+        stack.set_replies(["a b c"], faults=Faults(stall_after=0))
+        with pytest.raises(openai.APIStatusError) as err:
+            client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+        assert err.value.status_code == 504
+    finally:
+        stack.close()
+
+
+def test_client_gone_before_first_token_aborts_engine(plain):
+    plain.set_replies(["a b c"], faults=Faults(stall_after=0))
+    with pytest.raises(TimeoutError):
+        post_raw(plain.url + "/v1/chat/completions", {"messages": MESSAGES, "stream": True}, timeout=0.3)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and len({a["via"] for a in plain.engine_state.aborted}) < 2:
+        time.sleep(0.01)
+    # the dropped connection and the explicit abort both reach the engine
+    assert {a["via"] for a in plain.engine_state.aborted} == {"disconnect", "abort_requests"}
