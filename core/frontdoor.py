@@ -255,6 +255,17 @@ def chat_role_chunk(request_id: str, created: int, model: str, index: int, role:
     return chunk
 
 
+def chat_echo_chunk(request_id: str, created: int, model: str, index: int, text: str,
+                    usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The chunk that echoes the last message (chat `echo`), sent after the role chunks."""
+    chunk: dict[str, Any] = {"id": request_id, "object": "chat.completion.chunk", "created": created,
+                             "model": model, "choices": [{"index": index, "delta": {"content": text},
+                                                          "logprobs": None, "finish_reason": None}]}
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
+
+
 def chat_continuous_usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
             "completion_tokens": completion_tokens, "completion_tokens_details": None}

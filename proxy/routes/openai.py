@@ -30,8 +30,8 @@ from aiohttp import web
 
 from core.errors import RequestError, error_json
 from core.frontdoor import (
-    ChatChoiceStream, CompletionChoiceStream, DecodeOptions, chat_continuous_usage, chat_response,
-    chat_role_chunk, chat_chunk, completion_response, usage_chunk,
+    ChatChoiceStream, CompletionChoiceStream, DecodeOptions, chat_chunk, chat_continuous_usage,
+    chat_echo_chunk, chat_response, chat_role_chunk, completion_response, usage_chunk,
 )
 from core.model import ModelInfo
 from core.parsers.pipeline import ChatOutputParser
@@ -324,10 +324,8 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
             prompt_ids = gen["token_ids"] if req.return_token_ids else None
             head = [_sse(chat_role_chunk(rid, created, name, c.index, role, prompt_ids, usage0)) for c in choices]
             echo = _chat_echo_prefix(req, role)
-            if echo:
-                head += [_sse(chat_chunk(rid, created, name, {"index": c.index, "delta": {"content": echo},
-                                                               "logprobs": None, "finish_reason": None},
-                                         usage0)) for c in choices]
+            if echo:  # vLLM's echo chunk sets no kv_transfer_params
+                head += [_sse(chat_echo_chunk(rid, created, name, c.index, echo, usage0)) for c in choices]
             await resp.write(b"".join(head))
             error: bytes | None = None
             try:

@@ -422,3 +422,16 @@ def test_client_gone_before_first_token_aborts_engine(plain):
         time.sleep(0.01)
     # the dropped connection and the explicit abort both reach the engine
     assert {a["via"] for a in plain.engine_state.aborted} == {"disconnect", "abort_requests"}
+
+
+def test_chat_echo_continues_the_last_message(plain):
+    plain.set_replies([" forty-two."])
+    messages = [{"role": "user", "content": "What is the answer?"},
+                {"role": "assistant", "content": "The answer is"}]
+    extra = {"echo": True, "add_generation_prompt": False, "continue_final_message": True}
+    c = client(plain)
+    r = c.chat.completions.create(model="tiny-qwen3", messages=messages, extra_body=extra)
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == "The answer is forty-two."
+    chunks = list(c.chat.completions.create(model="tiny-qwen3", messages=messages, extra_body=extra, stream=True))
+    assert aggregate(chunks)[0]["content"] == "The answer is forty-two."
