@@ -15,6 +15,7 @@ Deliberate differences (spec 0.3), asserted explicitly rather than skipped:
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -132,11 +133,50 @@ def _stream_cases() -> list[dict]:
     return _cases("derender_stream")
 
 
+def _without_text(chunk: dict) -> dict:
+    """A chunk with the parsed text of its deltas removed (role kept)."""
+    out = dict(chunk, choices=[])
+    for choice in chunk["choices"]:
+        delta = {"role": choice["delta"]["role"]}
+        out["choices"].append(dict(choice, delta=delta))
+    return out
+
+
+def _aggregate(chunks: list[dict]) -> dict:
+    """Per index: (reasoning, content, [(tool id shape, name, arguments)]), whitespace-only content
+    blanked when the index made tool calls (vLLM 0.33 streams it, its non-stream drops it)."""
+    agg: dict[int, dict] = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            a = agg.setdefault(choice["index"], {"reasoning": "", "content": "", "calls": {}})
+            delta = choice["delta"]
+            a["reasoning"] += delta.get("reasoning") or ""
+            a["content"] += delta.get("content") or ""
+            for tc in delta.get("tool_calls", []):
+                call = a["calls"].setdefault(tc["index"], ["", "", ""])
+                call[0] = call[0] or scrub({"id": tc["id"]})["id"] or ""
+                if tc.get("function"):
+                    call[1] += tc["function"].get("name") or ""
+                    call[2] += tc["function"].get("arguments") or ""
+    for a in agg.values():
+        if a["calls"] and not a["content"].strip():
+            a["content"] = ""
+        a["calls"] = [(i, n, json.loads(args) if args else args) for i, n, args in a["calls"].values()]
+    return agg
+
+
 @pytest.mark.parametrize("case", _stream_cases(), ids=lambda c: c["name"])
 async def test_stream_sequence(make_client, case):
+    """Chunk for chunk on the plain path. On the parser path, our parsers may release text at
+    other chunk boundaries than vLLM's replaying ones (e.g. whitespace held until it is known
+    whether a tool call follows), so there each chunk is compared without its delta texts and
+    the per-index aggregates are compared at the end."""
     client = await make_client(case["server"])
+    parser_path = SERVER_FLAGS[case["server"]][1] != {}
     vllm_states: list = []   # vLLM's returned states, in call order
     our_states: list = []
+    ours_ok: list[dict] = []
+    vllm_ok: list[dict] = []
     for n, call in enumerate(case["calls"]):
         body = dict(call["request"])
         sent = body.get("stream_state")
@@ -150,13 +190,27 @@ async def test_stream_sequence(make_client, case):
             vllm_states.append(None)
             our_states.append(got["stream_state"])
             continue
+        if (call["status"] == 400 and body.get("stream_state") is not None
+                and call["response"]["error"]["message"].startswith("prompt_token_ids is required")):
+            # spec 0.3: prompt_token_ids is needed on the first call only
+            assert status == 200, (n, got)
+            vllm_states.append(None)
+            our_states.append(None)
+            continue
         assert status == call["status"], (n, got)
         if status != 200:
             assert got == call["response"], n
             vllm_states.append(None)
             our_states.append(None)
             continue
-        assert scrub(got["chunk"]) == scrub(call["response"]["chunk"]), n
+        if parser_path:
+            assert scrub(_without_text(got["chunk"])) == scrub(_without_text(call["response"]["chunk"])), n
+            ours_ok.append(got["chunk"])
+            vllm_ok.append(call["response"]["chunk"])
+        else:
+            assert scrub(got["chunk"]) == scrub(call["response"]["chunk"]), n
         assert isinstance(got["stream_state"], str) and len(got["stream_state"]) < 2048
         vllm_states.append(call["response"]["stream_state"])
         our_states.append(got["stream_state"])
+    if parser_path:
+        assert _aggregate(ours_ok) == _aggregate(vllm_ok)
