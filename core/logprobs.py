@@ -90,9 +90,10 @@ def leading_space_marker(tokenizer: Tokenizer) -> str | None:
     if cached is not False:
         return cached
     marker = None
-    try:
-        pre = json.loads(tokenizer.backend.to_str()).get("pre_tokenizer") or {}
-    except (ValueError, AttributeError):
+    component = tokenizer.backend.pre_tokenizer
+    try:  # the component's own JSON (serializing the whole tokenizer would cost ~1 s)
+        pre = json.loads(component.__getstate__()) if component is not None else {}
+    except (ValueError, AttributeError, TypeError):
         pre = {}
     candidates = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     for sub in candidates:
