@@ -78,9 +78,12 @@ def _client_error(exc: EngineError) -> RequestError:
 
 def engine_body(gen: dict[str, Any], stream: bool) -> dict[str, Any]:
     """The GenerateRequest for the engine: no stop strings (we enforce them), no usage events (we
-    count), no model alias (the engine may serve another name)."""
+    count), no model alias (the engine may serve another name), and always an explicit max_tokens."""
     body = dict(gen)
     params = dict(gen["sampling_params"])
+    # vLLM's JSON form omits max_tokens when it equals SamplingParams' default 16, and an engine
+    # that does not see the key generates up to max_model_len (spec 2.3): say 16 explicitly
+    params.setdefault("max_tokens", 16)
     if params.get("stop"):
         params["stop"] = []
     params.pop("output_text_buffer_length", None)

@@ -151,3 +151,14 @@ async def test_async_client(stack):
     r = await c.completions.create(model="tiny-qwen3", prompt="hello", max_tokens=200)
     assert r.choices[0].text == REPLY
     await c.close()
+
+
+def test_default_max_tokens_16_reaches_the_engine(stack, qwen3):
+    """vLLM's sampling-params JSON drops max_tokens == 16 (its default); the engine must still get it."""
+    stack.set_replies([" ".join(["word"] * 100)])
+    r = client(stack).completions.create(model="tiny-qwen3", prompt="x")  # completions default: 16
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 16
+    assert stack.last_engine_request()["sampling_params"]["max_tokens"] == 16
+    r = client(stack).chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "x"}],
+                                              max_tokens=16)
+    assert r.usage.completion_tokens == 16
