@@ -97,6 +97,7 @@ def stream(port: int, req: dict[str, Any], prompt: list[int], ids: list[int]) ->
 
 
 def main() -> None:
+    load_start = os.getloadavg()
     tok = Tok(QWEN)
     text, ids = build_output(tok)
     req = {"model": QWEN, "messages": [{"role": "user", "content": "Weather in Paris?"}],
@@ -136,7 +137,11 @@ def main() -> None:
            "vllm_versions": [version(PARSERS)],
            "recorded": {"script": "tests/oracle/record_timing.py",
                         "date": time.strftime("%Y-%m-%d", time.gmtime())},
-           "machine": {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version()},
+           "machine": {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+                       "loadavg_1_5_15_at_start": [round(x, 2) for x in load_start],
+                       "loadavg_1_5_15_at_end": [round(x, 2) for x in os.getloadavg()],
+                       "note": "shared machine: other processes (tests, other servers) ran at the same "
+                               "time; compare against a bench run made in the same conditions"},
            "servers": {"q3-hermes-qwen3": {"vllm_version": version(PARSERS), "kind": "render",
                                             "model": QWEN, "port_when_recorded": PARSERS,
                                             "command": "vllm launch render tiny-qwen3 --tool-call-parser "
