@@ -196,6 +196,16 @@ def main() -> None:
     r.stream("chat_no_chat_request", P, CHAT,
              bodies(chunks_for(ids, 2, "stop", IM_END), "chat_request", None, prompt),
              "no chat_request at all (plain server)")
+    mseq = chunks_for(hello, 2, "length")
+    for c in mseq:
+        c["metrics"] = {"arrival_time": 1796030209.5, "num_generation_tokens": 2}
+        c["kv_transfer_params"] = {"do_remote_decode": True}
+    r.stream("chat_metrics_kv_in_chunks", P, CHAT, bodies(mseq, "chat_request", chat, prompt),
+             "generate chunks carrying metrics and kv_transfer_params")
+    r.stream("completion_metrics_kv_in_chunks", P, COMP,
+             bodies([dict(c, request_id=CRID) for c in mseq], "completion_request",
+                    {"model": QWEN, "prompt": "x", "stream": True}, None),
+             "completions: generate chunks carrying metrics and kv_transfer_params")
     # n = 2: one state per index, interleaved
     a_ids = q3.ids("Alpha beta gamma.") + [IM_END]
     b_ids = q3.ids("Uno dos tres cuatro")
