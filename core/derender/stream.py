@@ -28,7 +28,7 @@ from core.derender.settings import DerenderSettings
 from core.derender.state import StateCodec, StreamState, invalid, request_fingerprint, server_fingerprint
 from core.errors import RequestError, bad_request
 from core.logprobs import (TokenTexts, chat_top_limit, completion_logprobs, completion_top_limit, context_tail,
-                           resolve_chat_logprobs)
+                           normalize_content, resolve_chat_logprobs)
 
 _EMPTY: tuple[int, ...] = ()
 
@@ -156,6 +156,14 @@ class ChatStreamDerenderer:
         token_echo = (list(used) if token_ids is not None else None) if self.return_token_ids else None
         return output.chat_stream_choice(index, delta, resolved, finish, step.stop_reason, token_echo)
 
+    def step_engine_choice(self, choice: dict[str, Any]) -> dict[str, Any] | None:
+        """`step` for one choice of an engine SSE payload, as a plain dict (either logprob shape)."""
+        logprobs = choice.get("logprobs")
+        return self.step(choice["index"], choice.get("token_ids"), choice.get("finish_reason"),
+                         choice.get("stop_reason"),
+                         normalize_content(logprobs.get("content")) if logprobs is not None else None,
+                         logprobs is not None)
+
     # -- state --------------------------------------------------------------------------
 
     def to_state(self, server: str, request: str) -> StreamState:
@@ -228,6 +236,15 @@ class CompletionStreamDerenderer:
             index, step.text, comp, step.finish_reason, step.stop_reason,
             prompt_token_ids if echo else None,
             (list(used) if token_ids is not None else None) if echo else None)
+
+    def step_engine_choice(self, choice: dict[str, Any],
+                           prompt_token_ids: list[int] | None = None) -> dict[str, Any] | None:
+        """`step` for one choice of an engine SSE payload, as a plain dict (either logprob shape)."""
+        logprobs = choice.get("logprobs")
+        return self.step(choice["index"], choice.get("token_ids"), choice.get("finish_reason"),
+                         choice.get("stop_reason"),
+                         normalize_content(logprobs.get("content")) if logprobs is not None else None,
+                         logprobs is not None, prompt_token_ids)
 
     def to_state(self, server: str, request: str) -> StreamState:
         return StreamState(kind="cmpl", server=server, request=request, index=self.index,

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from core.derender import (DerenderSettings, derender_chat, derender_chat_stream, derender_completion,
                            derender_completion_stream)
 from core.errors import RequestError, validation_error
+from core.logprobs import TokenTexts
 from core.protocol.derender import validate_derender_body
 from proxy.app import STATE, AppState
 from proxy.http import json_response, read_json_object
@@ -92,6 +93,7 @@ async def completion_derender(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    derender_settings(app[STATE])
+    settings = derender_settings(app[STATE])
+    TokenTexts.of(settings.model.tokenizer)  # per-tokenizer caches, built at start-up
     app.router.add_post("/v1/chat/completions/derender", chat_derender)
     app.router.add_post("/v1/completions/derender", completion_derender)

@@ -249,9 +249,6 @@ REPLY = ('<think>\nThe user wants weather. 天气 🌦\n</think>\n\nLet me check
          '{"name": "get_weather", "arguments": {"city": "Paris, 巴黎"}}\n</tool_call>')
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "core/parsers/pipeline.py _hold_leading_whitespace drops held whitespace-only content when the "
-    "next delta brings text AND a tool call (e.g. a chunk ending '</think>\n\n'); reported to parsers"))
 @HYP
 @given(cuts=st.lists(st.integers(0, 200), max_size=8))
 def test_parser_stream_equals_non_stream(parsers, qwen3, cuts):
@@ -310,3 +307,17 @@ def test_reasoning_field_option(qwen3, field, keys):
     assert all(delta[k] for k in keys)
     msg = nonstream_chat(settings_, ids, "length", None, request)["message"]
     assert [k for k in msg if k.startswith("reasoning")] == keys and msg[keys[-1]] == "\nhm\n"
+
+
+def test_in_process_engine_choices(plain, qwen3):
+    """The front-door form: engine SSE choice dicts straight in, no serialization."""
+    from core.derender import ChatStreamDerenderer
+
+    ids = qwen3.tokenizer.encode("in process 你好")
+    d = ChatStreamDerenderer.start(plain, None, PROMPT)
+    out = [d.step_engine_choice({"index": 0, "token_ids": [i], "finish_reason": None, "stop_reason": None,
+                                 "logprobs": {"content": [{"token_id": i, "logprob": -1.0, "rank": 1,
+                                                           "top_logprobs": []}]}})
+           for i in ids]
+    assert "".join(c["delta"]["content"] or "" for c in out) == "in process 你好"
+    assert "".join(c["logprobs"]["content"][0]["token"] for c in out) == "in process 你好"
