@@ -7,7 +7,8 @@
     measured at output positions 100, 1k and 8k. Target: <= 10 us per token, flat.
 (b) HTTP: our `POST /v1/chat/completions/derender` with `stream: true`, one token per call for
     2k tokens, each call echoing the previous `stream_state` (what a router does). Reports the
-    total time, the mean per-call time of the first and last 10% of calls, and the state size.
+    total time, the median per-call round trip (loopback, client and server in this process) of
+    the first and last 10% of calls, and the state size.
     Target: last/first <= 1.2, state <= 2 KB.
 
 Scenarios are data (`SCENARIOS`): add one (e.g. a parser configuration and a reply with
