@@ -54,7 +54,8 @@ class TagModel:
 
     def __init__(self, envelopes: list[tuple[str, str]], triggers: list[str], *, style: str = "json",
                  excludes: list[str] | None = None, separator: str = "",
-                 wrapper: tuple[str, str] | None = None, required_triggered: bool = False) -> None:
+                 wrapper: tuple[str, str] | None = None, required_triggered: bool = False,
+                 named_single_tag: bool = True, function_level: bool = False) -> None:
         self.envelopes = envelopes
         self.triggers = triggers
         self.style = style
@@ -62,6 +63,8 @@ class TagModel:
         self.separator = separator
         self.wrapper = wrapper
         self.required_triggered = required_triggered
+        self.named_single_tag = named_single_tag  # a named choice is one bare tag (else a 1-tag list)
+        self.function_level = function_level  # the family's default strict level is FUNCTION: always a tag
 
     def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tags = []
@@ -83,7 +86,7 @@ class TagModel:
                 for tag in tags:
                     tag["begin"] = self.wrapper[0] + tag["begin"]
                     tag["end"] = tag["end"] + self.wrapper[1]
-            if len(tags) == 1:
+            if len(tags) == 1 and self.named_single_tag:
                 return tags[0]
             return {"type": "tags_with_separator", "tags": tags, "separator": self.separator,
                     "at_least_one": True, "stop_after_first": True}
@@ -128,7 +131,7 @@ def apply_structural_tag(request: Any, model: TagModel) -> Any:
     structured = request.extract_structured_outputs() if hasattr(request, "extract_structured_outputs") else None
     single_call = getattr(request, "parallel_tool_calls", True) is False
     any_strict = any((t.get("function") or {}).get("strict") is True for t in tools)
-    function_level = single_call and not (is_auto and structured is not None)
+    function_level = model.function_level or (single_call and not (is_auto and structured is not None))
     if is_auto and not function_level and not any_strict:
         return request  # strict level AUTO: no tag
     output = None

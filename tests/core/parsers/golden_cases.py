@@ -199,6 +199,30 @@ def cases() -> list[dict]:
                  "pre Here is my thought process: a Here is my response: b", "Here is my thought process: unanswered",
                  "plain", "Here is my response: only"]:
         add("qwen3", "granite", None, text, tag="granite")
+    # glm45 (Qwen3 tokenizer: <tool_call>/<think> are single tokens, <arg_key>/<arg_value> plain text)
+    glm_tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "opts": {"type": "object"}}}}}]
+    gc = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n"
+          "<arg_value>3</arg_value>\n</tool_call>")
+    for text in ["<think>r \n</think>  Hi \n" + gc + " after " + gc + " end",
+                 "<think>r</think><tool_call>unknown_fn\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
+                 "<think>r</think><tool_call>get_weather</tool_call>",
+                 "<think>r</think><tool_call> get_weather <arg_key> city </arg_key>  <arg_value>\nx \"q\"\n</arg_value></tool_call>",
+                 "<think>r</think><tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par",
+                 "<think>r</think><tool_call>get_weather\n<arg_key>opts</arg_key>\n<arg_value>{\"a\": 1}</arg_value><arg_key>days</arg_key><arg_value>x</arg_value></tool_call>",
+                 "<think>r</think>c<think>more</think>d", "<think>r<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>P</arg_value></tool_call>",
+                 "r only", "<think>r</think>x</think>y", "<think>r</think><tool_call>get_wea", "<think>r</think>" + gc + "<tool_call>unknown</tool_call>",
+                 "<think>r</think>text <tool_call>unknown</tool_call> more", "<think>\nweather tool\n</think>Let me check.\n" + gc]:
+        add("qwen3", "glm45", "glm45", text, {"tools": glm_tools}, tag="glm45")
+    for text in ["a</think>b<think>c" + gc, "x" + gc]:
+        add("qwen3", None, "glm45", text, {"tools": glm_tools}, tag="glm45 tools only")
+    for text in ["<think>r </think>c " + gc, "r </think> c", "a<think>b</think>c"]:
+        add("qwen3", "glm45", None, text, tag="glm45 reasoning only")
+    add("qwen3", "glm45", "glm45", "<think>r</think>c" + gc, {"tools": glm_tools}, {"enable_thinking": False}, tag="glm45 no thinking")
+    for request in ({"tools": glm_tools, "tool_choice": "auto", "parallel_tool_calls": False},
+                    {"tools": glm_tools, "tool_choice": "required"},
+                    {"tools": glm_tools, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
+        add("qwen3", None, "glm45", "x", request, tag="adjust")
     return out
 
 

@@ -196,3 +196,55 @@ def test_other_families_adversarial(parser_models, text, cuts, combo):
     chunked = run(parser, split(text, cuts))
     assert chunked[:3] == whole[:3]
     parser.parse_complete(text, [], None)
+
+
+XML_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "s": {"type": "string"}, "i": {"type": "integer"}, "o": {"type": "object"}, "b": {"type": "boolean"}}}}},
+    {"type": "function", "function": {"name": "get_x", "parameters": {"type": "object"}}}]
+xml_value = st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=20)
+
+
+@st.composite
+def engine_output(draw, glm):
+    parts = [draw(plain).strip() or "x"]
+    for _ in range(draw(st.integers(1, 3))):
+        name = draw(st.sampled_from(["f", "get_x"]))
+        params = []
+        for key in draw(st.lists(st.sampled_from(["s", "i", "o", "b", "z"]), max_size=4, unique=True)):
+            value = draw(st.one_of(xml_value, st.integers().map(str), st.sampled_from(['{"a": 1}', "true", "0"])))
+            params.append(f"<arg_key>{key}</arg_key><arg_value>{value}</arg_value>" if glm
+                          else f"<parameter={key}>\n{value}\n</parameter>\n")
+        body = "".join(params)
+        parts.append(f"<tool_call>{name}\n{body}</tool_call>" if glm
+                     else f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>")
+    return "".join(parts)
+
+
+@SETTINGS
+@given(data=st.data(), cuts=st.lists(st.integers(0, 10**6), max_size=12), glm=st.booleans())
+def test_engine_families_any_chunking_equals_non_streaming(qwen3, data, cuts, glm):
+    text = data.draw(engine_output(glm))
+    parser = make_parser(qwen3, "glm45" if glm else "qwen3", "glm45" if glm else "qwen3_xml", {"tools": XML_TOOLS},
+                         {"enable_thinking": False} if not glm else {"enable_thinking": False})
+    _, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+ENGINE_PIECES = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", "f", "s",
+                 "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "\n", " ", "x", "<think>", "</think>", "1",
+                 "<|im_end|>", "<"]
+
+
+@SETTINGS
+@given(text=st.lists(st.sampled_from(ENGINE_PIECES), max_size=40).map("".join),
+       cuts=st.lists(st.integers(0, 10**6), max_size=12),
+       combo=st.sampled_from([("qwen3", "qwen3_xml"), (None, "qwen3_xml"), ("glm45", "glm45"), (None, "glm45"),
+                              ("glm45", None)]))
+def test_engine_families_adversarial(qwen3, text, cuts, combo):
+    parser = make_parser(qwen3, combo[0], combo[1], {"tools": XML_TOOLS} if combo[1] else {})
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    parser.parse_complete(text, [], None)

@@ -1,0 +1,326 @@
+"""glm45 (GLM-4.5/4.6/4.7): `<think>` reasoning and `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
+
+Rules of vLLM 0.33's GLM-4.7 parser engine (the `glm45` names map to it), as observed on its
+non-streaming answers:
+* reasoning: `<think>` is dropped, `</think>` ends reasoning, `<tool_call>` ends it implicitly;
+  in content a repeated `</think>` is dropped and `<think>` reopens reasoning; the reasoning is
+  right-stripped; `enable_thinking`/`thinking` false means plain content;
+* tool calls: the name (stripped) runs to the first `<arg_key>` or `</tool_call>`; a name that
+  is not one of the request's tools drops the whole call; each `<arg_key>K</arg_key>` +
+  `<arg_value>V</arg_value>` pair is a parameter (key stripped, value raw), coerced to the
+  schema's type like qwen3_xml; an unclosed value is dropped;
+* content: with calls, the text before the first call, stripped; without, all text outside
+  the tool markup.
+
+Streaming keeps the same state machine; string-typed values stream as they are generated.
+Deviations: leading whitespace of content before a call, and partial values of a call cut off
+by the end of output (vLLM's stream sends those too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
+from core.parsers.families.qwen3_xml import _merge, coerce, schema_types
+from core.parsers.families.think import THINK_END, THINK_START, Action, ThinkTagReasoningParser
+from core.parsers.jsonstream import dumps_str_body
+from core.parsers.registry import register_reasoning, register_tool
+from core.parsers.structural_tag import TagModel, apply_structural_tag
+from core.parsers.text import find_first, partial_suffix
+
+TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
+KEY, KEY_END, VALUE, VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
+TURN_BOUNDARIES = ("<|system|>", "<|user|>", "<|assistant|>", "<|observation|>")
+
+
+def _thinking(kwargs: dict[str, Any]) -> bool:
+    thinking, enable = kwargs.get("thinking"), kwargs.get("enable_thinking")
+    return True if thinking is None and enable is None else bool(thinking) or bool(enable)
+
+
+@register_reasoning("glm45", "glm47")
+class Glm45ReasoningParser(ThinkTagReasoningParser):
+    name = "glm45"
+
+    def __init__(self, ctx: ParserContext) -> None:
+        self.thinking = _thinking(ctx.chat_template_kwargs)
+        tok = ctx.tokenizer
+        self.boundary_ids = frozenset(i for i in (tok.token_to_id(t) for t in TURN_BOUNDARIES) if i is not None)
+        super().__init__(ctx)
+        tool_id = tok.token_to_id(TOOL_START)
+        self.reasoning_end_ids = frozenset(i for i in (self.end_id, tool_id) if i is not None)
+
+    def tables(self) -> dict[str, dict[str, Action]]:
+        return {"R": {THINK_START: (None, False), THINK_END: ("C", False), TOOL_START: ("C", True)},
+                "C": {THINK_END: (None, False), THINK_START: ("R", False)}, "P": {}}
+
+    def adjust_request(self, request):
+        request.skip_special_tokens = False
+        return request
+
+    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
+        if not self.thinking:
+            return "P"
+        if prompt_token_ids and self.boundary_ids and self.is_reasoning_end(prompt_token_ids):
+            return "C"
+        return "R"
+
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        for tid in reversed(token_ids):
+            if tid in self.reasoning_end_ids:
+                return True
+            if tid == self.start_id:
+                return False
+            if tid in self.boundary_ids:
+                break
+        return not self.thinking
+
+    # the reasoning is right-stripped: hold its trailing whitespace until more reasoning comes
+    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
+        state = super().start(prompt_token_ids)
+        state["rw"] = ""
+        return state
+
+    def _strip(self, state: State, reasoning: str) -> str:
+        if not reasoning:
+            return ""
+        text = state["rw"] + reasoning
+        body = text.rstrip()
+        state["rw"] = text[len(body):]
+        return body
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        reasoning, content = super().feed(state, text, token_ids)
+        return self._strip(state, reasoning), content
+
+    def finish(self, state: State) -> tuple[str, str]:
+        reasoning, content = super().finish(state)
+        reasoning = self._strip(state, reasoning)
+        state["rw"] = ""
+        return reasoning, content
+
+    def parse_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        if not self.thinking:
+            return None, text
+        return super().parse_complete(text, token_ids, prompt_token_ids)
+
+
+GLM_EXCLUDES = [THINK_START, THINK_END, TOOL_START, TOOL_END, KEY, KEY_END, VALUE, VALUE_END]
+
+
+class GlmTagModel(TagModel):
+    """xgrammar's GLM-4.7 tag: per tool, any number of `<arg_key>K</arg_key><arg_value>V</arg_value>`
+    pairs; string properties are free text, others follow their JSON schema."""
+
+    def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        tags = []
+        for function in tools:
+            params = function.get("parameters") if isinstance(function.get("parameters"), dict) else {}
+            props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+            elements = []
+            for key, prop in props.items():
+                if schema_types(prop) == {"string"}:
+                    value = {"type": "any_text", "excludes": GLM_EXCLUDES, "max_tokens": None, "max_chars": None}
+                else:
+                    value = {"type": "json_schema", "json_schema": prop, "style": "json", "any_order": False,
+                             "max_whitespace_cnt": None, "excludes": []}
+                elements.append({"type": "sequence", "elements": [
+                    {"type": "const_string", "value": f"{KEY}{key}{KEY_END}{VALUE}"}, value,
+                    {"type": "const_string", "value": VALUE_END}]})
+            tags.append({"type": "tag", "begin": TOOL_START + function.get("name", ""),
+                         "content": {"type": "star", "content": {"type": "or", "elements": elements}},
+                         "end": TOOL_END})
+        return tags
+
+
+@register_tool("glm45", "glm47")
+class Glm45ToolParser(ToolParser):
+    name = "glm45"
+    supports_required_and_named = False
+    engine_based = True
+    TAG_MODEL = GlmTagModel([], [TOOL_START], excludes=[THINK_START, THINK_END, TOOL_END, KEY, KEY_END, VALUE, VALUE_END],
+                            named_single_tag=False, function_level=True)
+
+    def __init__(self, ctx: ParserContext) -> None:
+        super().__init__(ctx)
+        # with reasoning on, the engine's content state drops a repeated </think>
+        self.drops = (THINK_END,) if ctx.reasoning_parser and _thinking(ctx.chat_template_kwargs) else ()
+        self.names = {(t.get("function") or {}).get("name") for t in (ctx.tools or [])}
+
+    def adjust_request(self, request: Any) -> Any:
+        request = apply_structural_tag(request, self.TAG_MODEL)
+        request.skip_special_tokens = False
+        return request
+
+    def _types(self, function: str, key: str) -> set[str] | None:
+        schema = self.ctx.tool_schema(function)
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(props, dict) or not isinstance(props.get(key), dict):
+            return None
+        return schema_types(props[key])
+
+    # -- the machine ----------------------------------------------------------------------
+    # ph: C content, D content after a call (dropped), N name, A between parameters, K key,
+    # W waiting for <arg_value>, V value, Z inside a dropped call
+
+    def start(self) -> State:
+        return {"ph": "C", "h": "", "n": 0, "cw": "", "called": False, "nm": "", "name": "",
+                "pk": "", "pv": "", "pa": False, "ps": False}
+
+    _TAGS = {"C": (TOOL_START,), "D": (TOOL_START,), "N": (KEY, TOOL_END), "A": (KEY, TOOL_END),
+             "K": (KEY_END, TOOL_END), "W": (VALUE, KEY, TOOL_END), "V": (VALUE_END, TOOL_END), "Z": (TOOL_END,)}
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        buf = state["h"] + text if state["h"] else text
+        state["h"] = ""
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        pos = 0
+        while pos < len(buf):
+            ph = state["ph"]
+            tags = self._TAGS[ph] + (self.drops if ph in ("C", "D") else ())
+            at, tag = find_first(buf, tags, pos)
+            end = at if tag is not None else len(buf) - partial_suffix(buf[pos:], tags)
+            self._text(state, buf[pos:end], content, out)
+            if tag is None:
+                state["h"] = buf[end:]
+                break
+            pos = at + len(tag)
+            self._tag(state, tag, out)
+        return "".join(content), _merge(out)
+
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        held, state["h"] = state["h"], ""
+        self._text(state, held, content, out)
+        if state["ph"] in ("N", "A", "K", "W", "V"):
+            self._end_call(state, out)
+        if not state["called"] and state["cw"]:
+            content.append(state["cw"])
+        state["cw"] = ""
+        return "".join(content), _merge(out)
+
+    def _text(self, state: State, text: str, content: list[str], out: list[ToolCallDelta]) -> None:
+        if not text:
+            return
+        ph = state["ph"]
+        if ph == "C":
+            body = text.rstrip()
+            if body:
+                content.append(state["cw"] + body)
+                state["cw"] = text[len(body):]
+            else:
+                state["cw"] += text
+        elif ph == "N":
+            state["nm"] += text
+        elif ph == "K":
+            state["pk"] += text
+        elif ph == "V":
+            if state["ps"]:
+                self._args(state, out, dumps_str_body(text))
+            else:
+                state["pv"] += text
+
+    def _tag(self, state: State, tag: str, out: list[ToolCallDelta]) -> None:
+        ph = state["ph"]
+        if tag in self.drops:
+            return
+        if ph in ("C", "D"):  # <tool_call>
+            state.update(ph="N", nm="", pa=False, pk="", pv="")
+        elif ph == "N":
+            name = state["nm"].strip()
+            if self.names and name not in self.names:
+                state["ph"] = "Z" if tag == KEY else self._after(state)
+                return
+            self._header(state, name, out)
+            if tag == KEY:
+                state.update(ph="K", pk="")
+            else:
+                state["ph"] = "A"
+                self._end_call(state, out)
+        elif ph == "Z":
+            state["ph"] = self._after(state)
+        elif tag == TOOL_END:
+            if ph == "V" and state["ps"]:
+                self._args(state, out, '"')  # an unclosed value; keep the streamed JSON well-formed
+            self._end_call(state, out)
+        elif ph == "A" or (ph == "W" and tag == KEY):
+            state.update(ph="K", pk="")
+        elif ph == "K":  # </arg_key>
+            state["pk"] = state["pk"].strip()
+            state["ph"] = "W"
+        elif ph == "W":  # <arg_value>
+            types = self._types(state["name"], state["pk"])
+            state["ps"] = (types is None or types == {"string"}) and not state.get("ns")
+            state["pv"] = ""
+            state["ph"] = "V"
+            if state["ps"]:
+                self._args(state, out, self._key_prefix(state) + '"')
+        elif ph == "V":  # </arg_value>
+            if state["ps"]:
+                self._args(state, out, '"')
+            else:
+                value = coerce(state["pv"], self._types(state["name"], state["pk"]) or {"string"})
+                self._args(state, out, self._key_prefix(state) + json.dumps(value, ensure_ascii=False))
+            state["ph"] = "A"
+
+    def _after(self, state: State) -> str:
+        return "D" if state["called"] else "C"
+
+    def _key_prefix(self, state: State) -> str:
+        prefix = ", " if state["pa"] else "{"
+        state["pa"] = True
+        return prefix + json.dumps(state["pk"], ensure_ascii=False) + ": "
+
+    def _header(self, state: State, name: str, out: list[ToolCallDelta]) -> None:
+        state["name"] = name
+        state["called"] = True
+        state["cw"] = ""
+        out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": ""}})
+
+    def _args(self, state: State, out: list[ToolCallDelta], text: str) -> None:
+        out.append({"index": state["n"], "function": {"arguments": text}})
+
+    def _end_call(self, state: State, out: list[ToolCallDelta]) -> None:
+        if state["ph"] == "N":  # cut off inside the name
+            name = state["nm"].strip()
+            if self.names and name not in self.names:
+                state["ph"] = self._after(state)
+                return
+            self._header(state, name, out)
+        elif state["ph"] == "V" and state["ps"]:
+            self._args(state, out, '"')
+        self._args(state, out, "}" if state["pa"] else "{}")
+        state["n"] += 1
+        state["ph"] = "D"
+
+    # -- non-streaming ---------------------------------------------------------------------
+
+    def extract_complete(self, text: str, token_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        state = self.start()
+        state["ns"] = True
+        content, deltas = self.feed(state, text, token_ids)
+        tail, more = self.finish(state)
+        content += tail
+        calls: dict[int, dict[str, Any]] = {}
+        for d in deltas + more:
+            call = calls.setdefault(d["index"], {"id": None, "name": "", "arguments": ""})
+            call["name"] += d["function"].get("name") or ""
+            call["arguments"] += d["function"].get("arguments") or ""
+        if not calls:
+            return None, content or None
+        result = []
+        for i in sorted(calls):
+            call = calls[i]
+            try:  # repeated keys: a dict keeps the last value
+                call["arguments"] = json.dumps(json.loads(call["arguments"]), ensure_ascii=False)
+            except ValueError:
+                pass
+            result.append(call)
+        return result, content.strip() or None
