@@ -18,6 +18,7 @@ from typing import Any
 
 from core.chat_template import build_conversation, developer_to_system, load_template, render, select_template
 from core.errors import RequestError, bad_request, model_not_found
+from core.fast_encode import FastEncoder
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolParser
 from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest
@@ -124,6 +125,41 @@ def request_size(request: ChatCompletionRequest | CompletionRequest) -> int:
     return size
 
 
+_NO_FAST = object()
+
+
+def fast_encoder(tokenizer: Tokenizer) -> FastEncoder | None:
+    """The tokenizer's FastEncoder, built once (None when its pipeline is not supported)."""
+    encoder = getattr(tokenizer, "_render_fast_encoder", None)
+    if encoder is None:
+        built = FastEncoder.build(tokenizer.backend)
+        encoder = _NO_FAST if built is None else built
+        tokenizer._render_fast_encoder = encoder  # type: ignore[attr-defined]
+    return None if encoder is _NO_FAST else encoder
+
+
+def special_affixes(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the post-processor puts around a single sequence (Llama-3: BOS before)."""
+    cached = getattr(tokenizer, "_render_special_affixes", None)
+    if cached is None:
+        plain = tokenizer.backend.encode("a", add_special_tokens=False).ids
+        full = tokenizer.backend.encode("a", add_special_tokens=True).ids
+        cached = ([], [])
+        for i in range(len(full) - len(plain) + 1):
+            if full[i:i + len(plain)] == plain:
+                cached = (full[:i], full[i + len(plain):])
+                break
+        tokenizer._render_special_affixes = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def warm_up(model: ModelInfo) -> None:
+    """Build the per-tokenizer caches at start-up rather than on the first request."""
+    fast_encoder(model.tokenizer)
+    special_affixes(model.tokenizer)
+    max_chars_per_token(model.tokenizer)
+
+
 def max_chars_per_token(tokenizer: Tokenizer) -> int:
     """Longest token string in the vocab (vLLM bounds prompt text by max_model_len times this)."""
     cached = getattr(tokenizer, "_render_max_chars_per_token", None)
@@ -199,6 +235,12 @@ class TokenBudget:
                 enc.truncate(max(0, keep - specials), direction="left")
             if self.add_special_tokens:
                 enc = backend.post_process(enc, add_special_tokens=True)
+        elif not with_offsets and (fast := fast_encoder(tokenizer)) is not None:
+            ids = fast.encode(text)
+            if self.add_special_tokens:
+                prefix, suffix = special_affixes(tokenizer)
+                ids = [*prefix, *ids, *suffix]
+            return self.check_tokens(ids, None, encoded=True)
         else:
             enc = backend.encode(text, add_special_tokens=self.add_special_tokens)
         ids = enc.ids

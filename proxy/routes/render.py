@@ -11,7 +11,7 @@ from aiohttp import web
 
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.completion import CompletionRequest
-from core.render import RenderOptions, render_chat, render_completion, request_size
+from core.render import RenderOptions, render_chat, render_completion, request_size, warm_up
 from proxy.app import STATE, AppState
 from proxy.http import json_response, read_json_object, validate
 
@@ -52,5 +52,6 @@ async def completion_render(request: web.Request) -> web.Response:
 
 def setup(app: web.Application) -> None:
     render_options(app[STATE])  # unknown parser names fail here, at start-up
+    warm_up(app[STATE].model)
     app.router.add_post("/v1/chat/completions/render", chat_render)
     app.router.add_post("/v1/completions/render", completion_render)

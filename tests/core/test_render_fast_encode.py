@@ -1,0 +1,72 @@
+"""core.fast_encode gives exactly the Rust tokenizer's ids, on real Qwen3 and Llama-3 tokenizers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.fast_encode import FastEncoder, ascii_pattern, has_unassigned
+from tests.metaspace import mistral_v1_tokenizer
+
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "<|begin_of_text|>",
+            "<|eot_id|>", "<|start_header_id|>", "<|im_start", "|>", "<"]
+PIECES = st.one_of(
+    st.text(max_size=12),  # any Unicode, including unassigned code points (Rust path)
+    st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Z", "M", "Cc")), max_size=12),
+    st.sampled_from(SPECIALS),
+    st.sampled_from([" ", "  ", "\n", "\n\n", "\r\n", "\t", " \n ", "\u3000", "\u00a0", "'s", "'LL", "123456",
+                     "你好，世界", "🎉👩‍👩‍👧", "e\u0301", "Ａｂ", "\u2028", "\x0b\x0c", "\ufeff"]),
+)
+
+
+@pytest.fixture(scope="module", params=["qwen3", "llama3"])
+def tokenizer(request):
+    return request.getfixturevalue(request.param).tokenizer
+
+
+@pytest.fixture(scope="module")
+def encoder(tokenizer):
+    fast = FastEncoder.build(tokenizer.backend)
+    assert fast is not None, "Qwen3 and Llama-3 pipelines are supported"
+    return fast
+
+
+@settings(max_examples=150, deadline=None)
+@given(pieces=st.lists(PIECES, max_size=25))
+def test_random_text_matches_rust(encoder, tokenizer, pieces):
+    text = "".join(pieces)
+    assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
+
+
+def test_code_point_sweep(encoder, tokenizer):
+    # every 13th code point in the contexts the split regex distinguishes (the full sweep
+    # of all 1.1M code points was run once by hand: identical)
+    cps = [c for c in range(0, 0x30000, 13) if not 0xD800 <= c <= 0xDFFF]
+    for start in range(0, len(cps), 6000):
+        text = "".join(f"x{chr(c)} {chr(c)}{chr(c)}\n{chr(c)}1 " for c in cps[start:start + 6000])
+        assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
+
+
+def test_cache_is_exact_when_warm(encoder, tokenizer):
+    text = "The same words again and again, with <|im_end|> markers. " * 50
+    first = encoder.encode(text)
+    assert encoder.encode(text) == first == tokenizer.backend.encode(text, add_special_tokens=False).ids
+
+
+def test_unassigned_code_points_take_the_rust_path(encoder, tokenizer):
+    # U+0558 and U+11DE0 are assigned after Unicode 14: `regex` and Oniguruma disagree on them
+    text = "abc \u0558\u0558 1\U00011de0\U00011de1 def"
+    assert has_unassigned(text) and not has_unassigned("plain 你好 🎉")
+    assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
+
+
+def test_ascii_translation():
+    assert ascii_pattern(r"\p{L}+|[^\s\p{N}]|\s+(?!\S)") == (
+        r"[A-Za-z]+|[^\t\n\x0b\x0c\r 0-9]|[\t\n\x0b\x0c\r ]+(?![^\t\n\x0b\x0c\r ])")
+    assert ascii_pattern(r"\P{L}") is None and ascii_pattern(r"[^\S]") is None
+
+
+def test_unsupported_pipeline_is_refused():
+    # SentencePiece/Metaspace: not a byte-level split pipeline, so render keeps the Rust encoder
+    assert FastEncoder.build(mistral_v1_tokenizer().backend) is None
