@@ -150,10 +150,13 @@ async def read_events(resp: aiohttp.ClientResponse, first_only: bool = False) ->
 
 
 def connection_refused(url: str) -> bool:
+    """True when a new connection is refused (or reset: it was queued as the listener closed)."""
     try:
         urllib.request.urlopen(url + "/health", timeout=2)
     except urllib.error.URLError as exc:
-        return isinstance(exc.reason, ConnectionRefusedError)
+        return isinstance(exc.reason, (ConnectionRefusedError, ConnectionResetError))
+    except ConnectionResetError:
+        return True
     return False
 
 
