@@ -44,6 +44,22 @@ REPLACEMENT_CHAR = "\ufffd"
 _NO_TOKEN = -1
 
 
+def skip_special_ids(tokenizer: Tokenizer) -> frozenset[int]:
+    """The ids `skip_special_tokens` removes, as transformers' `all_special_ids` (what vLLM uses).
+
+    That is the tokenizer_config's named special tokens (bos, eos, unk, pad, ...) and its
+    `additional_special_tokens`, NOT every added token flagged special: Llama-3's 250
+    `<|reserved_special_token_N|>` stay in the text, as in vLLM (`tokenizer.decode` with
+    skip_special_tokens would drop them; vLLM's detokenizer does not).
+    """
+    cached = getattr(tokenizer, "_skip_special_ids", None)
+    if cached is None:
+        names = [*tokenizer.special_tokens_map.values(), *tokenizer.additional_special_tokens]
+        cached = frozenset(i for i in (tokenizer.token_to_id(n) for n in names) if i is not None)
+        tokenizer._skip_special_ids = cached  # type: ignore[attr-defined]
+    return cached
+
+
 def decode_params(tokenizer: Tokenizer | None, skip_special_tokens: bool | None,
                   spaces_between_special_tokens: bool | None) -> tuple[bool, bool]:
     """(skip_special_tokens, spaces_between_special_tokens) as vLLM's engine derives them.
@@ -77,7 +93,7 @@ class IncrementalDetokenizer:
         self._read = 0
         self._prefix_text = ""
         self._prefix_key: tuple[int, int] | None = (0, 0)
-        self._skip_ids = tokenizer.all_special_ids if skip_special_tokens else frozenset()
+        self._skip_ids = skip_special_ids(tokenizer) if skip_special_tokens else frozenset()
         self._cache = tokenizer._id_to_token_cache
         self._vocab_len = len(tokenizer)
         # the backend decoder itself (one Python call less per decode than the wrapper)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.detokenizer import IncrementalDetokenizer, detokenize
+from core.detokenizer import IncrementalDetokenizer, detokenize, skip_special_ids
 from core.tokenizer import Tokenizer
 from tests.metaspace import mistral_v1_tokenizer
 
@@ -36,8 +36,13 @@ def tokenizers(qwen3, llama3) -> dict[str, Tokenizer]:
 
 def reference_detokenize(tok: Tokenizer, ids: list[int], prompt: list[int] | None, skip: bool) -> str:
     """Spec section 4 word for word: token strings, prefix/read offsets, no trimming, no caching."""
+    skipped = skip_special_ids(tok) if skip else frozenset()
+
+    def convert(ids):  # transformers' convert_ids_to_tokens(ids, skip_special_tokens=skip)
+        return [t if t is not None else "" for t in tok.convert_ids_to_tokens([i for i in ids if i not in skipped])]
+
     if prompt:
-        tokens = [t if t is not None else "" for t in tok.convert_ids_to_tokens(prompt[-7:], skip)]
+        tokens = convert(prompt[-7:])
     else:
         tokens = []
     read = len(tokens)
@@ -45,7 +50,7 @@ def reference_detokenize(tok: Tokenizer, ids: list[int], prompt: list[int] | Non
     out = []
     for tid in ids:
         if 0 <= tid < len(tok):
-            new = [t if t is not None else "" for t in tok.convert_ids_to_tokens([tid], skip)]
+            new = convert([tid])
         else:
             new = [""]
         tokens = tokens + new
@@ -89,7 +94,7 @@ def test_text_roundtrip_any_chunking(tokenizers, name, text, cuts):
        prompt=st.one_of(st.none(), st.lists(st.integers(0, 40000), max_size=12)))
 def test_arbitrary_ids_match_spec_algorithm(tokenizers, name, data, cuts, skip, prompt):
     tok = tokenizers[name]
-    special = sorted(tok.all_special_ids)
+    special = sorted(tok.all_special_ids | skip_special_ids(tok))
     byte_ids = [i for i in range(min(len(tok), 600)) if (tok.id_to_token(i) or "").startswith("<0x")]
     ids = data.draw(st.lists(st.one_of(
         st.integers(0, len(tok) - 1),
@@ -133,6 +138,14 @@ def test_partial_characters_are_held_back(tokenizers, name):
     assert "".join(pieces) == tok.decode(ids)
     assert not any("\ufffd" in p for p in pieces)
     assert any(p == "" for p in pieces)  # something was held back mid-character
+
+
+def test_llama3_reserved_tokens_are_not_skipped(llama3):
+    """transformers' all_special_ids for Llama-3 is {bos, eos}: vLLM keeps reserved tokens' text."""
+    tok = llama3.tokenizer
+    assert skip_special_ids(tok) == {128000, 128009}
+    ids = [128000, 9906, 128002, 1917, 128009]
+    assert detokenize(tok, ids, skip_special_tokens=True) == "Hello<|reserved_special_token_0|> world"
 
 
 def test_special_tokens_skip_and_keep(qwen3):
