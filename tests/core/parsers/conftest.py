@@ -21,5 +21,16 @@ def deepseek() -> ModelInfo:
 
 
 @pytest.fixture(scope="session")
-def parser_models(qwen3: ModelInfo, llama3: ModelInfo, deepseek: ModelInfo) -> dict[str, ModelInfo]:
-    return {"qwen3": qwen3, "llama3": llama3, "deepseek": deepseek}
+def kimi(model_dirs, tmp_path_factory: pytest.TempPathFactory) -> ModelInfo:
+    """The oracle's tiny-kimi recipe: Qwen3's tokenizer plus Kimi-K2's five tool-call tokens."""
+    from proxy.model_loader import load_model
+    from tests.oracle.make_extra_models import make_kimi
+
+    root = tmp_path_factory.mktemp("kimi-models")
+    (root / "tiny-qwen3").symlink_to(model_dirs["qwen3"], target_is_directory=True)
+    return load_model(str(make_kimi(root)), served_model_names=["tiny-kimi"])
+
+
+@pytest.fixture(scope="session")
+def parser_models(qwen3: ModelInfo, llama3: ModelInfo, deepseek: ModelInfo, kimi: ModelInfo) -> dict[str, ModelInfo]:
+    return {"qwen3": qwen3, "llama3": llama3, "deepseek": deepseek, "kimi": kimi}

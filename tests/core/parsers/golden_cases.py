@@ -223,6 +223,30 @@ def cases() -> list[dict]:
                     {"tools": glm_tools, "tool_choice": "required"},
                     {"tools": glm_tools, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
         add("qwen3", None, "glm45", "x", request, tag="adjust")
+    # kimi_k2 (the oracle's tiny-kimi tokenizer)
+    sb, se, cb, ab, ce = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                          "<|tool_call_argument_begin|>", "<|tool_call_end|>")
+    k0 = cb + "functions.get_weather:0" + ab + '{"city": "Paris",  "days":3}' + ce
+    k1 = cb + "functions.search:1" + ab + ' {"query": "天气"} ' + ce
+    for text in ["<think>r \n</think>  Hi \n" + sb + k0 + k1 + se + " after", "<think>r</think>" + sb + k0 + se, "r only",
+                 "<think>r</think>x</think>y", sb + k0 + se, "<think>r" + sb + k0 + se,
+                 "<think>r</think>" + sb + cb + "functions.get_weather:0" + ab + '{"city": "Pa',
+                 "<think>r</think>" + sb + cb + "get_weather:3" + ab + "{}" + ce + se,
+                 "<think>r</think>" + sb + cb + "functions.get_weather" + ab + "{}" + ce + se,
+                 "<think>r</think>" + sb + cb + "functions.unknown:0" + ab + "{bad json" + ce + se,
+                 "<think>r</think>" + sb + cb + "functions.get_weather:0" + ab + ce + se,
+                 "<think>r</think>  \n" + sb + k0 + se, "<think>r</think>a" + sb + "junk" + k0 + "junk2" + se + "b",
+                 "<think>r</think>" + sb + k0 + se + "tail" + sb + k1 + se]:
+        add("kimi", "kimi_k2", "kimi_k2", text, auto, tag="kimi_k2")
+    for text in ["a</think>b" + sb + k0 + se, "<think>x</think>y"]:
+        add("kimi", None, "kimi_k2", text, auto, tag="kimi_k2 tools only")
+    for text in ["<think>r </think>c" + sb + k0 + se, "r </think> c"]:
+        add("kimi", "kimi_k2", None, text, tag="kimi_k2 reasoning only")
+    add("kimi", "kimi_k2", "kimi_k2", "<think>r</think>c" + sb + k0 + se, auto, {"thinking": False}, tag="kimi_k2 no thinking")
+    for request in ({"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False},
+                    {"tools": TOOLS, "tool_choice": "required"},
+                    {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}}):
+        add("kimi", None, "kimi_k2", "x", request, tag="adjust")
     return out
 
 

@@ -21,7 +21,7 @@ from tests.oracle_fixtures import ORACLE_FIXTURES, load_fixture
 
 _load_families()
 FILES = sorted(p.stem for p in ORACLE_FIXTURES.glob("parsers_*.json"))
-MODELS = {"tiny-qwen3": "qwen3", "tiny-llama3": "llama3", "tiny-deepseek": "deepseek"}
+MODELS = {"tiny-qwen3": "qwen3", "tiny-llama3": "llama3", "tiny-deepseek": "deepseek", "tiny-kimi": "kimi"}
 # malformed outputs whose non-streaming answer no stream can give (see test_golden.STREAM_CANNOT_MATCH)
 STREAM_CANNOT_MATCH = {"invalid_json", "missing_name", "truncated_in_arguments", "truncated_after_name",
                        "truncated_unclosed_call_stop", "invalid_python", "truncated_length",

@@ -248,3 +248,22 @@ def test_engine_families_adversarial(qwen3, text, cuts, combo):
     chunked = run(parser, split(text, cuts))
     assert chunked[:3] == whole[:3]
     parser.parse_complete(text, [], None)
+
+
+KIMI_PIECES = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+               "<|tool_call_argument_begin|>", "<|tool_call_end|>", "functions.f:0", "get_x:1", " ", "{", "}", "\n",
+               "<think>", "</think>", "x", '"a"', "<|tool_call"]
+
+
+@SETTINGS
+@given(text=st.lists(st.sampled_from(KIMI_PIECES), max_size=40).map("".join),
+       cuts=st.lists(st.integers(0, 10**6), max_size=12),
+       combo=st.sampled_from([("kimi_k2", "kimi_k2"), (None, "kimi_k2"), ("kimi_k2", None)]))
+def test_kimi_k2_adversarial_and_chunking(kimi, text, cuts, combo):
+    parser = make_parser(kimi, combo[0], combo[1], {"tools": TOOLS} if combo[1] else {})
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    _, content, calls = parser.parse_complete(text, [], None)
+    if "<|tool_calls_section_begin|>" not in text and combo[1]:
+        assert not calls
