@@ -6,7 +6,9 @@
   aggregate equals our (= vLLM's) non-streaming message. vLLM's own streamed aggregate is
   compared too, with whitespace-only content blanked: vLLM 0.33 streams it next to tool
   calls while its non-stream drops it (spec 0.3: we follow the non-stream rule).
-* 8111: plain server, random-looking text with stop strings: non-streaming equality.
+* 8111 / 8112: plain servers (Qwen3, Llama-3 at max_model_len 256): stop strings, and random
+  payloads (special, byte and out-of-vocab ids, flags, logprob cuts, random chunkings) whose
+  non-streaming responses and every streamed chunk must equal vLLM's.
 """
 
 from __future__ import annotations
@@ -166,3 +168,124 @@ async def test_plain_server_stop_strings_match_vllm(aiohttp_client, qwen3, text,
             expected = await resp.json()
     got = await (await client.post("/v1/chat/completions/derender", json=body)).json()
     assert scrub(got) == scrub(expected)
+
+
+# -- random payloads against the plain servers (Qwen3 on 8111, Llama-3 max_model_len 256 on 8112) --
+
+PLAIN_SERVERS = {"qwen3": "http://127.0.0.1:8111", "llama3": "http://127.0.0.1:8112"}
+
+
+def _post_sync(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _random_ids(rng, tok, n) -> list[int]:
+    special = sorted(tok.all_special_ids)
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        out.append(rng.choice(special) if r < 0.12 else rng.randint(0, 300) if r < 0.3
+                   else len(tok) + rng.randint(0, 50) if r < 0.33 else rng.randint(0, len(tok) - 1))
+    return out
+
+
+def _models(qwen3, llama3):
+    return {"qwen3": qwen3, "llama3": dataclasses.replace(llama3, max_model_len=256)}
+
+
+@pytest.mark.skipif(not all(_up(u) for u in PLAIN_SERVERS.values()), reason="vLLM 0.33 plain servers not running")
+@pytest.mark.parametrize("seed", range(4))
+def test_random_non_streaming_matches_vllm(qwen3, llama3, seed):
+    """Random ids (special, byte, out-of-vocab), prompts, skip/spaces flags, logprobs cuts."""
+    import random
+
+    from core.derender import DerenderSettings, derender_chat
+    from core.protocol.derender import validate_derender_body
+
+    rng = random.Random(seed)
+    models = _models(qwen3, llama3)
+    for _ in range(25):
+        family = rng.choice(sorted(models))
+        model, tok = models[family], models[family].tokenizer
+        ids = _random_ids(rng, tok, rng.randint(1, 30))
+        req = {"messages": [{"role": "user", "content": "x"}]}
+        for flag in ("skip_special_tokens", "spaces_between_special_tokens"):
+            if rng.random() < 0.5:
+                req[flag] = rng.choice([True, False])
+        choice = {"index": 0, "finish_reason": rng.choice(["stop", "length", None]), "stop_reason": None,
+                  "token_ids": ids}
+        if rng.random() < 0.5:
+            req.update(logprobs=True, top_logprobs=rng.choice([0, 2, -1]))
+            choice["logprobs"] = {"content": [{"token_id": i, "logprob": -1.0, "rank": 1, "top_logprobs": [
+                {"token_id": i, "logprob": -1.0, "rank": 1},
+                {"token_id": rng.randint(0, len(tok) - 1), "logprob": -2.0, "rank": 2}]} for i in ids]}
+        prompt = [rng.randint(0, len(tok) + 50) for _ in range(rng.randint(0, 9))] if rng.random() < 0.7 else None
+        body = {"model": model.name, "prompt_token_ids": prompt, "chat_request": req,
+                "generate_response": {"request_id": "generate-tokens-x", "choices": [choice]}}
+        status, expected = _post_sync(PLAIN_SERVERS[family] + "/v1/chat/completions/derender", body)
+        assert status == 200, expected
+        got = derender_chat(DerenderSettings(model=model), validate_derender_body(json.loads(json.dumps(body)), chat=True))
+        assert scrub(json.loads(json.dumps(got))) == scrub(expected), body
+
+
+@pytest.mark.skipif(not all(_up(u) for u in PLAIN_SERVERS.values()), reason="vLLM 0.33 plain servers not running")
+@pytest.mark.parametrize("seed", range(4))
+def test_random_streams_match_vllm_chunk_for_chunk(qwen3, llama3, seed):
+    """Random chunkings of random ids, EOS with and without stop_reason, logprobs, usage,
+    return_token_ids, chat and completions: every chunk equals vLLM's (states: each side its own)."""
+    import random
+
+    from core.derender import DerenderSettings, derender_chat_stream, derender_completion_stream
+    from core.protocol.derender import validate_derender_body
+
+    rng = random.Random(100 + seed)
+    models = _models(qwen3, llama3)
+    for _ in range(12):
+        family = rng.choice(sorted(models))
+        model, tok = models[family], models[family].tokenizer
+        ids = _random_ids(rng, tok, rng.randint(1, 20))
+        finish = rng.choice(["stop", "length"])
+        if finish == "stop":
+            ids.append(rng.choice(model.eos_token_ids))
+        chat = rng.random() < 0.5
+        req: dict = {"messages": [{"role": "user", "content": "x"}]} if chat else {"prompt": "x"}
+        if rng.random() < 0.5:
+            req.update({"logprobs": True, "top_logprobs": rng.choice([0, 1, -1])} if chat
+                       else {"logprobs": rng.choice([0, 1, -1])})
+        if rng.random() < 0.4:
+            req["skip_special_tokens"] = rng.choice([True, False])
+        if rng.random() < 0.3:
+            req["return_token_ids"] = True
+        prompt = [rng.randint(0, len(tok) - 1) for _ in range(rng.randint(0, 9))] if rng.random() < 0.8 else None
+        cuts = sorted(rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 5)))) if len(ids) > 1 else []
+        parts = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        path = "/v1/chat/completions/derender" if chat else "/v1/completions/derender"
+        fn = derender_chat_stream if chat else derender_completion_stream
+        settings_ = DerenderSettings(model=model)
+        vllm_state = our_state = None
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
+            choice = {"index": 0, "finish_reason": finish if last else None,
+                      "stop_reason": part[-1] if last and finish == "stop" and rng.random() < 0.7 else None,
+                      "token_ids": part}
+            if "logprobs" in req:
+                choice["logprobs"] = {"content": [{"token_id": i, "logprob": -1.0, "rank": 1, "top_logprobs": [
+                    {"token_id": i, "logprob": -1.0, "rank": 1},
+                    {"token_id": rng.randint(0, len(tok) - 1), "logprob": -2.0, "rank": 2}]} for i in part]}
+            usage = {"prompt_tokens": 5, "completion_tokens": n + 1, "total_tokens": n + 6} if rng.random() < 0.3 else None
+            gen = {"request_id": "generate-tokens-x", "usage": usage, "output_mode": "tokens", "choices": [choice]}
+            body = {"stream": True, "model": model.name, "generate_chunk": gen,
+                    "prompt_token_ids": prompt if n == 0 else None,
+                    ("chat_request" if chat else "completion_request"): req}
+            status, expected = _post_sync(PLAIN_SERVERS[family] + path, dict(body, stream_state=vllm_state))
+            assert status == 200, expected
+            got = fn(settings_, validate_derender_body(json.loads(json.dumps(dict(body, stream_state=our_state))),
+                                                       chat=chat))
+            got = json.loads(json.dumps(got))
+            assert scrub(got["chunk"]) == scrub(expected["chunk"]), (n, body)
+            vllm_state, our_state = expected["stream_state"], got["stream_state"]
