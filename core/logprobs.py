@@ -124,9 +124,10 @@ class TokenTexts:
         hit = self._cache.get(token_id)
         if hit is not None:
             return hit
-        # out-of-cache ids go to the Rust lookup, which raises OverflowError past u32 (as in vLLM)
+        # ids outside the vocabulary go to the Rust lookup: None, or OverflowError for negative ids
+        # and ids past u32, as in vLLM (callers turn it into a 400)
         piece = self.tokenizer.id_to_token(token_id)
-        if piece is None and token_id > self.tokenizer.max_token_id:
+        if piece is None and not 0 <= token_id <= self.tokenizer.max_token_id:
             piece = self.tokenizer.backend.id_to_token(token_id)
         if piece is None:
             result: tuple[str, list[int] | None] = ("", None)

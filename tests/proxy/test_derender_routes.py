@@ -160,3 +160,23 @@ async def test_garbage_state_never_500(client, qwen3):
         data = await resp.json()
         assert resp.status == 400, (bad, data)
         assert data["error"]["message"].startswith("invalid stream_state: ")
+
+
+NEG_LOGPROBS = {"content": [{"token_id": -5, "logprob": -1.0, "top_logprobs": []}]}
+
+
+@pytest.mark.parametrize("path,body,message", [
+    # answers of vLLM 0.33 (8111) to the same bodies: the tokenizer's OverflowError becomes a 400
+    (CHAT, {"stream": True, "generate_chunk": {"request_id": "r", "choices": [
+        {"index": 0, "token_ids": [9707], "logprobs": NEG_LOGPROBS}]}}, "invalid stream_state: derender failed"),
+    (CHAT, {"generate_response": {"request_id": "r", "choices": [
+        {"index": 0, "token_ids": [9707], "logprobs": NEG_LOGPROBS}]}}, "number too small to fit in target type"),
+    (CMPL, {"stream": True, "generate_chunk": {"request_id": "r", "choices": [
+        {"index": 0, "token_ids": [9707], "logprobs": NEG_LOGPROBS}]}}, "number too small to fit in target type"),
+    (CMPL, {"generate_responses": [{"request_id": "r", "choices": [
+        {"index": 0, "token_ids": [9707], "logprobs": NEG_LOGPROBS}]}]}, "number too small to fit in target type"),
+])
+async def test_negative_logprob_ids_are_400_like_vllm(client, path, body, message):
+    resp = await client.post(path, json=body)
+    assert resp.status == 400
+    assert (await resp.json())["error"] == {"message": message, "type": "BadRequestError", "param": None, "code": 400}
