@@ -45,7 +45,7 @@ def stream_chat(settings_, chunks, chat_request=None, prompt=PROMPT, path="chat"
     state = None
     out = []
     for n, chunk in enumerate(chunks):
-        body = {"stream": True, "model": "tiny-qwen3", "generate_chunk": chunk, "stream_state": state,
+        body = {"stream": True, "model": settings_.model.name, "generate_chunk": chunk, "stream_state": state,
                 "prompt_token_ids": prompt if n == 0 else None}
         if chat_request is not None:
             body["chat_request" if path == "chat" else "completion_request"] = chat_request
@@ -321,3 +321,29 @@ def test_in_process_engine_choices(plain, qwen3):
            for i in ids]
     assert "".join(c["delta"]["content"] or "" for c in out) == "in process 你好"
     assert "".join(c["logprobs"]["content"][0]["token"] for c in out) == "in process 你好"
+
+
+def test_metaspace_model_end_to_end():
+    """A SentencePiece model: the seeded stream keeps the first token's leading space in
+    content and in logprob tokens, streamed or not (vLLM's seeding rule, spec 2.4 step 2)."""
+    from core.model import ModelInfo
+    from tests.metaspace import mistral_v1_tokenizer
+
+    tok = mistral_v1_tokenizer()
+    model = ModelInfo.build(tokenizer=tok, served_model_names=["mistral"], max_model_len=4096)
+    settings_ = DerenderSettings(model=model)
+    prompt = tok.encode("[INST] Hi [/INST]")
+    ids = tok.encode("Hello 𝕏 world") + [2]
+    lp = [{"token_id": i, "logprob": -1.0, "top_logprobs": []} for i in ids]
+    request = {"messages": [{"role": "user", "content": "Hi"}], "logprobs": True}
+    chunks = [dict(chunk_body([i], "stop" if n == len(ids) - 1 else None, 2 if n == len(ids) - 1 else None,
+                              logprobs=[lp[n]]), request_id=RID) for n, i in enumerate(ids)]
+    got, _ = stream_chat(settings_, chunks, request, prompt=prompt)
+    body = {"prompt_token_ids": prompt, "chat_request": request, "generate_response": {"request_id": RID, "choices": [
+        {"index": 0, "finish_reason": "stop", "stop_reason": 2, "token_ids": ids, "logprobs": {"content": lp}}]}}
+    whole = derender_chat(settings_, validate_derender_body(body, chat=True))["choices"][0]
+    streamed = "".join(c["choices"][0]["delta"]["content"] or "" for c in got)
+    assert streamed == whole["message"]["content"] == " Hello 𝕏 world"
+    tokens = [c["choices"][0]["logprobs"]["content"][0]["token"] for c in got]
+    assert tokens == [e["token"] for e in whole["logprobs"]["content"]]
+    assert tokens[0] == " Hello" and "𝕏" in tokens
