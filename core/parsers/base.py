@@ -145,8 +145,24 @@ class ToolParser(ABC):
     def adjust_request(self, request: Any) -> Any:
         """Render-side adjustment of the chat request (e.g. hermes: skip_special_tokens=False).
 
-        May mutate and must return the request; called before sampling params are built.
+        May mutate and must return the request; called before sampling params are built. The
+        default is vLLM's base rule for families that parse forced calls as plain JSON
+        (`supports_required_and_named`): "required" / a named tool constrain the output with a
+        JSON schema built from the tools (`structured_outputs.json`, response_format dropped).
         """
+        if not self.supports_required_and_named or not getattr(request, "tools", None):
+            return request
+        current = getattr(request, "structured_outputs", None)
+        if current is not None and getattr(current, "structural_tag", None) is not None:
+            return request
+        from core.parsers.json_schema import json_schema_from_tools
+
+        schema = json_schema_from_tools(request)
+        if schema is not None:
+            from core.protocol.common import StructuredOutputsParams
+
+            request.structured_outputs = StructuredOutputsParams(json=schema)
+            request.response_format = None
         return request
 
 

@@ -223,6 +223,22 @@ def cases() -> list[dict]:
                     {"tools": glm_tools, "tool_choice": "required"},
                     {"tools": glm_tools, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}):
         add("qwen3", None, "glm45", "x", request, tag="adjust")
+    # pythonic / llama4_pythonic (Llama-3 tokenizer)
+    for text in ["[get_weather(city='Paris', days=3)]", "[get_weather(city='Par', metric=True), search(query=\"a [b] (c)\", "
+                 "limit=-2.5, filters={'x': [1, None, (2, 3)]}, tags={'t'})]", "[search()]", "[get_weather('Paris', city='x')]",
+                 "Sure! [get_weather(city='Paris')]", "[get_weather(city='Paris',,)]", "[1, 2, 3]", "[get_weather(city='Par",
+                 "[get_weather(city=null, days=true, x=f'y')]", "[get_weather(city=foo)]", "[]", " [search()]",
+                 "[a.b(c=1)]", "[search(query='it\\'s \"q\" 東京')]"]:
+        add("llama3", None, "pythonic", text, auto, tag="pythonic")
+    add("llama3", None, "llama4_pythonic", "<|python_start|>[search(query='x')]<|python_end|>", auto, tag="llama4_pythonic")
+    for request in ({"tools": TOOLS, "tool_choice": "required"}, {"tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False},
+                    {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
+                    {"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False}):
+        add("llama3", None, "pythonic", "x", request, tag="adjust")
+    add("llama3", None, "pythonic", '[{"name": "search", "parameters": {"query": "q"}}]', {"tools": TOOLS, "tool_choice": "required"},
+        tag="pythonic required")
+    add("llama3", None, "pythonic", '{"query": "q"}', {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
+        tag="pythonic named")
     # kimi_k2 (the oracle's tiny-kimi tokenizer)
     sb, se, cb, ab, ce = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                           "<|tool_call_argument_begin|>", "<|tool_call_end|>")

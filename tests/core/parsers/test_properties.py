@@ -267,3 +267,41 @@ def test_kimi_k2_adversarial_and_chunking(kimi, text, cuts, combo):
     _, content, calls = parser.parse_complete(text, [], None)
     if "<|tool_calls_section_begin|>" not in text and combo[1]:
         assert not calls
+
+
+py_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=10),
+                                   st.floats(allow_nan=False, allow_infinity=False)),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                 st.dictionaries(st.text(max_size=5), inner, max_size=3)), max_leaves=8)
+
+
+@st.composite
+def pythonic_output(draw):
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        name = draw(st.sampled_from(["f", "get_x", "search2"]))
+        kwargs = draw(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), py_values, max_size=3))
+        calls.append(f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")")
+    return "[" + draw(st.sampled_from([", ", ","])).join(calls) + "]"
+
+
+@SETTINGS
+@given(text=pythonic_output(), cuts=st.lists(st.integers(0, 10**6), max_size=12))
+def test_pythonic_any_chunking_equals_non_streaming(llama3, text, cuts):
+    parser = make_parser(llama3, None, "pythonic", {"tools": TOOLS})
+    _, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+@SETTINGS
+@given(text=st.lists(st.sampled_from(["[", "]", "(", ")", "f", "a=", "'", '"', "1", ",", " ", "{", "}", "x", "\\",
+                                      "<|python_start|>", "<|python_end|>", "=="]), max_size=30).map("".join),
+       cuts=st.lists(st.integers(0, 10**6), max_size=12), name=st.sampled_from(["pythonic", "llama4_pythonic"]))
+def test_pythonic_adversarial(llama3, text, cuts, name):
+    parser = make_parser(llama3, None, name, {"tools": TOOLS})
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    parser.parse_complete(text, [], None)

@@ -1,0 +1,299 @@
+"""pythonic / llama4_pythonic: the whole output is a Python list of calls, `[f(a=1, b='x'), g()]`.
+
+vLLM's non-streaming rule (`extract_complete`, exact): the output must match vLLM's loose
+call-list pattern and parse (`ast`) as a list whose elements are all calls; each call's
+keyword arguments become JSON (literals, lists/tuples/sets as lists, dicts with literal keys,
+`null`/`true`/`false` names, signed numbers); anything else makes the whole output content.
+llama4_pythonic first drops a leading `<|python_start|>` and every `<|python_end|>`.
+
+Streaming, as vLLM's: tool mode only when the output starts with `[`, else content. Each call's
+name goes out at its `(`; its arguments go out one keyword argument at a time, as each value
+completes (a value is a Python literal: its JSON form is known only once it is complete, so
+this family holds back at most one argument value, never the call). The state keeps the text
+of the current call only.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from core.parsers.base import State, ToolCallDelta, ToolParser
+from core.parsers.registry import register_tool
+
+try:  # the `regex` module (a transformers dependency) has match timeouts, like vLLM's check
+    import regex as _re
+
+    _HAS_TIMEOUT = True
+except ImportError:  # pragma: no cover
+    import re as _re
+
+    _HAS_TIMEOUT = False
+
+_CALL_LIST = _re.compile(
+    r"\[([a-zA-Z]+\w*\(([a-zA-Z]+\w*=.*,\s*)*([a-zA-Z]+\w*=.*\s)?\),\s*)*"
+    r"([a-zA-Z]+\w*\(([a-zA-Z]+\w*=.*,\s*)*([a-zA-Z]+\w*=.*\s*)?\)\s*)+\]", _re.DOTALL)
+_NAME = _re.compile(r"[a-zA-Z]+\w*")
+_JSON_NAMES = {"null": None, "true": True, "false": False}
+PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"
+
+
+class _NotLiteral(ValueError):
+    pass
+
+
+def literal(node: ast.expr) -> Any:
+    """The JSON value of an argument expression (vLLM's accepted literal forms)."""
+    if isinstance(node, ast.Constant):
+        if node.value is None or isinstance(node.value, (str, int, float)):
+            return node.value
+        raise _NotLiteral("constant")
+    if isinstance(node, ast.Dict):
+        if not all(isinstance(k, ast.Constant) for k in node.keys):
+            raise _NotLiteral("dict key")
+        return {k.value: literal(v) for k, v in zip(node.keys, node.values)}  # type: ignore[union-attr]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [literal(v) for v in node.elts]
+    if isinstance(node, ast.JoinedStr) and all(isinstance(p, ast.Constant) for p in node.values):
+        return "".join(str(p.value) for p in node.values)  # type: ignore[union-attr]
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = literal(node.operand)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    raise _NotLiteral(type(node).__name__)
+
+
+def _dotted(node: ast.expr) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise _NotLiteral("call target")
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _call(node: ast.Call) -> dict[str, Any]:
+    if not isinstance(node.func, (ast.Name, ast.Attribute)):
+        raise _NotLiteral("call target")
+    args = {kw.arg: literal(kw.value) for kw in node.keywords}
+    return {"id": None, "name": _dotted(node.func), "arguments": json.dumps(args, ensure_ascii=False)}
+
+
+def _matches(text: str) -> bool:
+    try:
+        if _HAS_TIMEOUT:
+            return _CALL_LIST.match(text, timeout=1.0) is not None
+        return _CALL_LIST.match(text) is not None
+    except TimeoutError:
+        return False
+
+
+@register_tool("pythonic")
+class PythonicToolParser(ToolParser):
+    name = "pythonic"
+    STRIP_PYTHON_TAGS = False
+
+    def _normalize(self, text: str) -> str:
+        if self.STRIP_PYTHON_TAGS and text.startswith(PYTHON_START):
+            return text[len(PYTHON_START):].replace(PYTHON_END, "")
+        return text
+
+    def extract_complete(self, text: str, token_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        output = self._normalize(text)
+        if not _matches(output):
+            return None, text
+        try:
+            module = ast.parse(output)
+            parsed = getattr(module.body[0], "value", None)
+            if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call) for e in parsed.elts):
+                raise _NotLiteral("not a list of calls")
+            return [_call(e) for e in parsed.elts], None  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - vLLM treats any failure as plain text
+            return None, text
+
+    # -- streaming --------------------------------------------------------------------------
+    # ph: U undecided (empty / partial <|python_start|>), C content, L in the list between calls,
+    # K in a call (cb: its text so far), E after the list, X dead (malformed after something was sent)
+
+    def start(self) -> State:
+        return {"ph": "U", "h": "", "n": 0, "cb": "", "ea": 0, "hdr": False, "pa": False}
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        out: list[ToolCallDelta] = []
+        if state["ph"] == "U":
+            text = state["h"] + text
+            state["h"] = ""
+            if self.STRIP_PYTHON_TAGS:
+                if PYTHON_START.startswith(text):
+                    state["h"] = text
+                    return "", []
+                if text.startswith(PYTHON_START):
+                    text = text[len(PYTHON_START):]
+                    state["tags"] = True
+            if not text:
+                return "", []
+            if text.startswith("["):
+                state["ph"] = "L"
+                state["raw"] = (PYTHON_START if state.get("tags") else "") + "["
+                text = text[1:]
+            else:
+                state["ph"] = "C"
+        if state["ph"] == "C":
+            return text, []
+        if state.get("raw") is not None:
+            state["raw"] += text  # kept until the first name is sent: a list that is no call is content
+        if state.get("tags"):
+            text = text.replace(PYTHON_END, "")  # a split <|python_end|> is a special token: never split
+        self._tool_text(state, text, out)
+        if out:
+            state["raw"] = None
+        elif state["ph"] == "X" and state.get("raw") is not None:
+            return self._fall_back(state), out
+        return "", out
+
+    @staticmethod
+    def _fall_back(state: State) -> str:
+        raw, state["raw"] = state["raw"], None
+        state["ph"] = "C"
+        return raw
+
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        held, state["h"] = state["h"], ""
+        if state["ph"] == "U":
+            return held, []
+        out: list[ToolCallDelta] = []
+        if state["ph"] == "K":
+            self._scan_call(state, out, final=True)
+        if not out and state["n"] == 0 and not state["hdr"] and state.get("raw") is not None:
+            return self._fall_back(state), out
+        return "", out
+
+    def _tool_text(self, state: State, text: str, out: list[ToolCallDelta]) -> None:
+        pos = 0
+        while pos < len(text):
+            ph = state["ph"]
+            if ph in ("E", "X"):
+                return
+            if ph == "L":
+                ch = text[pos]
+                if ch in " \t\r\n,":
+                    pos += 1
+                elif ch == "]":
+                    state["ph"] = "E"
+                    return
+                else:
+                    state.update(ph="K", cb="", ea=0, hdr=False, pa=False)
+            else:  # in a call: append and rescan the current call only
+                state["cb"] += text[pos:]
+                pos = len(text)
+                rest = self._scan_call(state, out, final=False)
+                if rest is not None:
+                    state["ph"] = "L"
+                    self._tool_text(state, rest, out)
+                return
+
+    def _scan_call(self, state: State, out: list[ToolCallDelta], final: bool) -> str | None:
+        """Emit what the current call's text now completes; return the text after its `)` if closed."""
+        cb = state["cb"]
+        paren = cb.find("(")
+        if paren == -1:
+            return None
+        if not state["hdr"]:
+            name = cb[:paren].strip()
+            if not _NAME.fullmatch(name):
+                state["ph"] = "X"
+                return None
+            state["hdr"] = True
+            out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": ""}})
+        args, closed_at = _split_args(cb, paren + 1)
+        complete = args if closed_at is not None else args[:-1]
+        for segment in complete[state["ea"]:]:
+            piece = self._arg_json(segment)
+            if piece is None:
+                state["ph"] = "X"
+                return None
+            if piece:
+                out.append({"index": state["n"], "function": {"arguments": (", " if state["pa"] else "{") + piece}})
+                state["pa"] = True
+            state["ea"] += 1
+        if closed_at is None:
+            return None
+        out.append({"index": state["n"], "function": {"arguments": "}" if state["pa"] else "{}"}})
+        state["n"] += 1
+        state["cb"] = ""
+        return cb[closed_at + 1:]
+
+    @staticmethod
+    def _arg_json(segment: str) -> str | None:
+        """`"key": value` for a keyword argument, "" for a positional one (ignored), None if invalid."""
+        segment = segment.strip()
+        if not segment:
+            return ""
+        eq = _top_level_eq(segment)
+        if eq == -1:
+            return ""  # positional: vLLM keeps only keywords
+        key = segment[:eq].strip()
+        try:
+            value = literal(ast.parse(segment[eq + 1:].strip(), mode="eval").body)
+        except Exception:  # noqa: BLE001
+            return None
+        return json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+
+
+@register_tool("llama4_pythonic")
+class Llama4PythonicToolParser(PythonicToolParser):
+    name = "llama4_pythonic"
+    STRIP_PYTHON_TAGS = True
+
+
+def _split_args(text: str, start: int) -> tuple[list[str], int | None]:
+    """Top-level comma-separated segments from `start` up to the matching `)` (index or None)."""
+    segments, depth, i, seg_start = [], 0, start, start
+    quote = None
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if quote is not None:
+            if ch == "\\":
+                i += 2
+                continue
+            if text.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = text[i:i + 3] if text.startswith(ch * 3, i) else ch
+            i += len(quote)
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0 and ch == ")":
+                segments.append(text[seg_start:i])
+                return segments, i
+            depth -= 1
+        elif ch == "," and depth == 0:
+            segments.append(text[seg_start:i])
+            seg_start = i + 1
+        i += 1
+    segments.append(text[seg_start:])
+    return segments, None
+
+
+def _top_level_eq(segment: str) -> int:
+    """Index of a keyword's `=` (not `==`, not inside brackets or strings), or -1."""
+    head = segment.split("(", 1)[0].split("[", 1)[0].split("{", 1)[0].split("'", 1)[0].split('"', 1)[0]
+    i = head.find("=")
+    if i == -1 or head[i + 1:i + 2] == "=":
+        return -1
+    return i if head[:i].strip().isidentifier() else -1
+
