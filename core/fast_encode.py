@@ -126,6 +126,7 @@ class FastEncoder:
     def __init__(self, backend: RustTokenizer, spec: dict[str, Any], pattern: str, nfc: bool) -> None:
         self.backend = backend
         self.words = regex.compile(pattern)
+        self.space_safe = pattern in SPACE_SAFE_PATTERNS
         ascii_source = ascii_pattern(pattern)
         self.ascii_words = None
         if ascii_source is not None:
@@ -167,50 +168,68 @@ class FastEncoder:
         encoder.cache.clear()
         return encoder
 
-    def _segment_words(self, segment: str) -> list[str]:
-        if segment.isascii() and self.ascii_words is not None:
-            words = self.ascii_words.findall(segment)  # NFC leaves ASCII unchanged
-        else:
-            if self.nfc:
-                segment = unicodedata.normalize("NFC", segment)
-            words = self.words.findall(segment)
-        if sum(map(len, words)) == len(segment):
+    def _unicode_words(self, piece: str) -> list[str]:
+        if self.nfc:
+            piece = unicodedata.normalize("NFC", piece)
+        return self._checked(self.words, piece, self.words.findall(piece))
+
+    def _checked(self, pattern: Any, piece: str, words: list[str]) -> list[str]:
+        if sum(map(len, words)) == len(piece):
             return words
         # the regex left gaps: "Isolated" keeps them as pieces of their own
         out, pos = [], 0
-        for match in self.words.finditer(segment):  # (same split on ASCII: checked at build)
+        for match in pattern.finditer(piece):
             if match.start() > pos:
-                out.append(segment[pos:match.start()])
+                out.append(piece[pos:match.start()])
             out.append(match.group())
             pos = match.end()
-        if pos < len(segment):
-            out.append(segment[pos:])
+        if pos < len(piece):
+            out.append(piece[pos:])
         return out
 
-    def encode(self, text: str) -> list[int]:
-        if has_unassigned(text):
-            return self.backend.encode(text, add_special_tokens=False).ids
-        # pieces: str (a text segment's word) or int (an added token's id)
-        pieces: list[Any] = []
-        if self.added is not None:
-            pos = 0
-            for match in self.added.finditer(text):
-                if match.start() > pos:
-                    pieces.extend(self._segment_words(text[pos:match.start()]))
-                pieces.append(self.added_ids[match.group()])
-                pos = match.end()
-            if pos < len(text):
-                pieces.extend(self._segment_words(text[pos:]))
-        else:
-            pieces = self._segment_words(text)
+    def _word_runs(self, segment: str) -> list[list[str]]:
+        """The segment's words, as runs; ASCII stretches go through the faster `re` pattern.
+
+        For the GPT-4-style patterns (`space_safe`), a space preceded by a non-space character always
+        starts a new word whatever surrounds it, so the text can be cut there: non-ASCII words are
+        split with the Unicode pattern, everything between them with the ASCII one.
+        """
+        ascii_words = self.ascii_words
+        if ascii_words is None:
+            return [self._unicode_words(segment)]
+        if segment.isascii():
+            return [self._checked(ascii_words, segment, ascii_words.findall(segment))]
+        if not self.space_safe:
+            return [self._unicode_words(segment)]
+        runs: list[list[str]] = []
+        pos, end = 0, len(segment)
+        for match in _NON_ASCII.finditer(segment):
+            start, stop = match.span()
+            if stop <= pos:
+                continue
+            left = pos if start <= pos else _safe_left(segment, start, pos)
+            right = _safe_right(segment, stop, end)
+            if left > pos:
+                piece = segment[pos:left]
+                runs.append(self._checked(ascii_words, piece, ascii_words.findall(piece)))
+            runs.append(self._unicode_words(segment[left:right]))
+            pos = right
+        if pos < end:
+            piece = segment[pos:]
+            runs.append(self._checked(ascii_words, piece, ascii_words.findall(piece)))
+        return runs
+
+    def _extend(self, words: list[str], out: list[int]) -> None:
         cache = self.cache
+        mark = len(out)
         try:  # the warm path: every word already cached
-            return list(chain.from_iterable([p] if p.__class__ is int else cache[p] for p in pieces))
+            out.extend(chain.from_iterable(map(cache.__getitem__, words)))
+            return
         except KeyError:
-            pass
+            del out[mark:]
         lookup: dict[str, list[int]] = {}
         missing = []
-        for word in {p for p in pieces if p.__class__ is str}:
+        for word in set(words):
             ids = cache.get(word)
             if ids is None:
                 missing.append(word)
@@ -224,4 +243,55 @@ class FastEncoder:
             lookup[word] = ids
             if len(word) <= _MAX_CACHED_WORD:
                 cache[word] = ids
-        return list(chain.from_iterable([p] if p.__class__ is int else lookup[p] for p in pieces))
+        out.extend(chain.from_iterable(map(lookup.__getitem__, words)))
+
+    def _encode_segment(self, segment: str, out: list[int]) -> None:
+        if segment:
+            runs = self._word_runs(segment)
+            self._extend(runs[0] if len(runs) == 1 else list(chain.from_iterable(runs)), out)
+
+    def encode(self, text: str) -> list[int]:
+        if has_unassigned(text):
+            return self.backend.encode(text, add_special_tokens=False).ids
+        out: list[int] = []
+        if self.added is None:
+            self._encode_segment(text, out)
+            return out
+        pos = 0
+        for match in self.added.finditer(text):
+            self._encode_segment(text[pos:match.start()], out)
+            out.append(self.added_ids[match.group()])
+            pos = match.end()
+        self._encode_segment(text[pos:], out)
+        return out
+
+
+# Unicode White_Space: what the split patterns' \s matches
+_WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                        "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# the GPT-4-style split patterns for which a cut before a space that follows a non-space is exact
+SPACE_SAFE_PATTERNS = frozenset({
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+})
+
+
+def _safe_left(text: str, start: int, floor: int) -> int:
+    """The last cut point (a space after a non-space) at or before `start`, not below `floor`."""
+    j = text.rfind(" ", floor, start)
+    while j > floor:
+        if text[j - 1] not in _WHITESPACE:
+            return j
+        j = text.rfind(" ", floor, j)
+    return floor
+
+
+def _safe_right(text: str, stop: int, end: int) -> int:
+    """The first cut point at or after `stop`."""
+    k = text.find(" ", stop)
+    while k != -1:
+        if text[k - 1] not in _WHITESPACE:
+            return k
+        k = text.find(" ", k + 1)
+    return end

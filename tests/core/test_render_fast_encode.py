@@ -70,3 +70,17 @@ def test_ascii_translation():
 def test_unsupported_pipeline_is_refused():
     # SentencePiece/Metaspace: not a byte-level split pipeline, so render keeps the Rust encoder
     assert FastEncoder.build(mistral_v1_tokenizer().backend) is None
+
+
+MIXED = st.lists(st.sampled_from([" ", "  ", "a", "Ab", "xyz", "1", "12345", ",", ".", "!?", "é", "ü", "你", "好",
+                                  "🎉", "\u3000", "\u00a0", "\u2009", "\n", "\r\n", "\t", "'s", "'T", "e\u0301",
+                                  "\u0301", "-", "$", "<|im_end|>", "´"]), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=MIXED)
+def test_ascii_and_unicode_runs_cut_exactly(encoder, tokenizer, pieces):
+    # dense mixes of ASCII words, spaces and non-ASCII characters: the cut points between the
+    # ASCII (`re`) and Unicode (`regex`) runs must not change a single id
+    text = "".join(pieces)
+    assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
