@@ -200,6 +200,26 @@ async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any)
             task.cancel()
 
 
+async def _all_or_none(run: EngineRun, coros: list[Any]) -> list[Any]:
+    """Run one engine call per prompt concurrently; on the first failure (or a cancellation),
+    cancel the others and abort every engine request already started, then re-raise."""
+    if len(coros) == 1:
+        return [await coros[0]]
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((t for t in done if not t.cancelled() and t.exception() is not None), None)
+        if failed is None:
+            return [t.result() for t in tasks]
+        raise failed.exception()  # type: ignore[misc]
+    except BaseException as exc:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        run.abort_all("client_disconnect" if isinstance(exc, asyncio.CancelledError) else "error")
+        raise
+
+
 # -- chat -------------------------------------------------------------------------------------------
 
 def _chat_role(req: ChatCompletionRequest) -> str:
@@ -261,9 +281,9 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
                 index = choice.get("index", 0)
                 if 0 <= index < len(group):
                     group[index].collect(choice)
-        await asyncio.gather(*(one(g, grp) for g, grp in zip(gens, groups)))
+        await _all_or_none(run, [one(g, grp) for g, grp in zip(gens, groups)])
         return
-    sources = list(await asyncio.gather(*(run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens)))
+    sources = await _all_or_none(run, [run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens])
     live = set(range(len(gens)))
     try:
         async for i, batch in _merged(sources, run.metrics):
@@ -428,14 +448,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def _completion_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
                              gens: list[dict[str, Any]], groups: list[list[CompletionChoiceStream]], created: int,
                              model: ModelInfo, rid: str) -> web.StreamResponse:
-    sources = list(await asyncio.gather(*(run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens),
-                                        return_exceptions=True))
-    failed = next((s for s in sources if isinstance(s, BaseException)), None)
-    if failed is not None:
-        for s in sources:
-            if not isinstance(s, BaseException):
-                s[0].abort()
-        raise failed
+    sources = await _all_or_none(run, [run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens])
     options = req.stream_options
     include_usage = bool(options and options.include_usage)
     continuous = include_usage and bool(options and options.continuous_usage_stats)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import openai
 import orjson
 import pytest
 
-from proxy.reference_engine import Faults
+from proxy.reference_engine import REFERENCE, Faults
 from tests.proxy.frontdoor_stack import Stack, post_raw
 
 REPLY = "The quick brown fox jumps over the lazy dog. 東京 🙂"
@@ -162,3 +163,23 @@ def test_default_max_tokens_16_reaches_the_engine(stack, qwen3):
     r = client(stack).chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "x"}],
                                               max_tokens=16)
     assert r.usage.completion_tokens == 16
+
+
+def test_one_prompt_failing_aborts_the_others(qwen3):
+    two = Stack(qwen3, engines=2)
+    try:
+        two.set_replies([" ".join(["slow"] * 100)], token_delay_ms=20)
+        two.engines[0].app[REFERENCE].faults = Faults(fail_status=400)  # type: ignore[index]
+        for stream in (True, False):
+            with pytest.raises(openai.BadRequestError):
+                r = client(two).completions.create(model="tiny-qwen3", prompt=["one", "two"], max_tokens=80,
+                                                   stream=stream)
+                list(r) if stream else None
+            healthy = two.engines[1].app[REFERENCE]  # type: ignore[index]
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and not healthy.aborted:
+                time.sleep(0.01)
+            assert healthy.aborted, "the other prompt's engine request kept running"
+            healthy.aborted.clear()
+    finally:
+        two.close()
