@@ -59,9 +59,11 @@ HERMES_QWEN3_TEXTS = [
 def cases() -> list[dict]:
     out: list[dict] = []
 
-    def add(tokenizer, reasoning, tool, text, request=None, kwargs=None, prompt_text=None, tag=""):
+    def add(tokenizer, reasoning, tool, text, request=None, kwargs=None, prompt_text=None, tag="", auto=True):
         case = {"tokenizer": tokenizer, "reasoning_parser": reasoning, "tool_parser": tool, "text": text,
                 "request": request or {}, "chat_template_kwargs": kwargs or {}, "tag": tag}
+        if not auto:
+            case["enable_auto_tools"] = False
         if prompt_text is not None:
             case["prompt_text"] = prompt_text
         out.append(case)
@@ -87,6 +89,9 @@ def cases() -> list[dict]:
     for text in ["<think>a<think>b</think>c", "r<|im_end|>more</think>c", "<think>r</think>c<think>x",
                  "<think>\n\n</think>\n\nx", "plain"]:
         add("qwen3", "qwen3", None, text, tag="qwen3")
+    for text in ["<think>r" + CALL_PARIS + " tail", "<think>r</think>c" + CALL_PARIS]:
+        add("qwen3", "qwen3", None, text, tag="qwen3 without tool parser")
+        add("qwen3", "qwen3", "hermes", text, auto, auto=False, tag="qwen3 hermes without auto tool choice")
     for text in ["<think>a</think>b", "c</think>d<|im_end|>", ""]:
         add("qwen3", "qwen3", "hermes", text, auto, {"enable_thinking": False}, tag="thinking off")
     closed = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"

@@ -39,7 +39,7 @@ def _ids(record):
 def _parser(record, models):
     case = record["case"]
     return make_parser(models[case["tokenizer"]], case["reasoning_parser"], case["tool_parser"],
-                       case["request"], case["chat_template_kwargs"])
+                       case["request"], case["chat_template_kwargs"], auto=case.get("enable_auto_tools", True))
 
 
 def _calls(calls):
