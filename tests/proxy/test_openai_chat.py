@@ -435,3 +435,40 @@ def test_chat_echo_continues_the_last_message(plain):
     assert r.choices[0].message.content == "The answer is forty-two."
     chunks = list(c.chat.completions.create(model="tiny-qwen3", messages=messages, extra_body=extra, stream=True))
     assert aggregate(chunks)[0]["content"] == "The answer is forty-two."
+
+
+def test_include_reasoning_false_hides_reasoning_and_logprobs(parsed):
+    parsed.set_replies([THINK_REPLY])
+    c = client(parsed)
+    extra = {"include_reasoning": False}
+    r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True, extra_body=extra)
+    assert r.choices[0].message.model_extra["reasoning"] is None
+    assert r.choices[0].message.content.strip() == "Hello! How can I help?"
+    assert r.choices[0].logprobs is None  # token logprobs would leak the hidden reasoning
+    agg = aggregate(c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True,
+                                              extra_body=extra, stream=True))[0]
+    assert (agg["reasoning"], agg["content"], agg["logprobs"]) == ("", r.choices[0].message.content, [])
+
+
+def test_tool_choice_required_and_named(parsed):
+    """hermes answers forced tool choices in its own markup (vLLM constrains it with a structural tag)."""
+    c = client(parsed)
+    no_think = {"chat_template_kwargs": {"enable_thinking": False}}
+    parsed.set_replies(['<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'])
+    r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+                                  extra_body=no_think)
+    (call,) = r.choices[0].message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
+    assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content == ""
+    assert parsed.last_engine_request()["sampling_params"].get("structured_outputs")  # the constraint went out
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS, tool_choice=named,
+                                  extra_body=no_think)
+    (call,) = r.choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    assert r.choices[0].finish_reason == "stop"  # a named choice keeps "stop"
+    agg = aggregate(c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS, tool_choice=named,
+                                              stream=True, extra_body=no_think))[0]
+    (streamed,) = agg["tool_calls"].values()
+    assert (streamed["name"], json.loads(streamed["arguments"])) == ("get_weather", {"city": "Paris"})
+    assert agg["finish_reason"] == "stop"
