@@ -29,9 +29,15 @@ def register_tool(*names: str):
     return deco
 
 
+_LOADED = False
+
+
 def _load_families() -> None:
-    # importing the family modules runs their @register_* decorators
-    import core.parsers.families  # noqa: F401
+    # importing the family modules runs their @register_* decorators (once: this is per request)
+    global _LOADED
+    if not _LOADED:
+        import core.parsers.families  # noqa: F401
+        _LOADED = True
 
 
 def get_reasoning_parser(name: str) -> type[ReasoningParser]:
