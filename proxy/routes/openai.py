@@ -144,7 +144,7 @@ class EngineRun:
             self.metrics.add_tokens(self.prompt_tokens, self.completion_tokens, request=self.request)
 
 
-BATCH_LIMIT = 64  # engine events derendered per write; then other requests get the loop
+BATCH_LIMIT = 32  # engine events derendered per write; then other requests get the loop
 
 
 async def _batches(stream: EngineStream, first: dict | None, metrics: Any):
