@@ -103,6 +103,14 @@ async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes) -> t
     return ttft or 0.0, int(usage.get("completion_tokens") or 0)
 
 
+def merge(parts: list[dict]) -> dict:
+    ttfts = sorted(t for p in parts for t in p["ttfts"])
+    tokens = sum(p["tokens"] for p in parts)
+    wall = sum(p["wall"] for p in parts)
+    return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))],
+            "tokens": tokens, "wall": wall, "tok_s": tokens / wall, "requests": len(ttfts), "ttfts": ttfts}
+
+
 async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict:
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -122,9 +130,7 @@ async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    ttfts.sort()
-    return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))],
-            "tokens": tokens, "wall": wall, "tok_s": tokens / wall, "requests": total}
+    return {"ttfts": ttfts, "tokens": tokens, "wall": wall}
 
 
 def percentile_ms(v: float) -> str:
@@ -164,12 +170,19 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
         rows = []
         for level in args.levels:
             total = max(level * per_level, min_requests)
-            e0 = cpu_seconds(engine.pid)
-            direct = await run_level(engine_url + "/inference/v1/generate", direct_body, level, total)
-            engine_cpu = cpu_seconds(engine.pid) - e0
-            cpu0 = cpu_seconds(proxy.pid)
-            proxied = await run_level(proxy_url + "/v1/chat/completions", proxy_body, level, total)
-            cpu = cpu_seconds(proxy.pid) - cpu0
+            # alternate direct and proxied rounds so both see the same background load
+            rounds = 3
+            d_parts, p_parts, engine_cpu, cpu = [], [], 0.0, 0.0
+            for _ in range(rounds):
+                e0 = cpu_seconds(engine.pid)
+                d_parts.append(await run_level(engine_url + "/inference/v1/generate", direct_body, level,
+                                               max(total // rounds, level)))
+                engine_cpu += cpu_seconds(engine.pid) - e0
+                cpu0 = cpu_seconds(proxy.pid)
+                p_parts.append(await run_level(proxy_url + "/v1/chat/completions", proxy_body, level,
+                                               max(total // rounds, level)))
+                cpu += cpu_seconds(proxy.pid) - cpu0
+            direct, proxied = merge(d_parts), merge(p_parts)
             direct["engine_cpu"] = engine_cpu
             rows.append((level, direct, proxied, cpu))
             print(f"c={level}: direct TTFT p50 {percentile_ms(direct['ttft_p50'])} ms, proxied "
@@ -194,7 +207,8 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) 
         f"## Engine at {pace}",
         "",
         f"{rows[0][2]['tokens'] // max(rows[0][2]['requests'], 1)} engine tokens per request; "
-        f"{per_level} requests per unit of concurrency (at least {min_requests}); "
+        f"{per_level} requests per unit of concurrency (at least {min_requests}), in 3 rounds alternating "
+        "direct and proxied; "
         f"load average before the run {os.getloadavg()[0]:.1f}.",
         "",
         "| concurrency | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) | TTFT p99 direct / proxied (ms) "
