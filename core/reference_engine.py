@@ -423,7 +423,8 @@ class Generation:
             plan.done = True
             choices.append({"index": plan.index, "finish_reason": finish, "stop_reason": stop_reason,
                             "token_ids": ids, "routed_experts": None, "sampling_mask": None,
-                            "weight_versions": weight_versions(len(ids)), "logprobs": self.logprobs_for(plan, 0, len(ids))})
+                            "weight_versions": weight_versions(len(ids)),
+                            "logprobs": self.logprobs_for(plan, 0, len(ids))})
         prompt, completion = len(self.prompt_ids), self.completion_tokens
         return {
             "request_id": self.request_id, "model": self.model_name, "created": self.created,
