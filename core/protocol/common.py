@@ -9,14 +9,12 @@ the client gets the plain message and `param`; type errors stay pydantic Validat
 
 from __future__ import annotations
 
-import logging
 import secrets
 from typing import Annotated, Any, Literal, TypeAlias
 
-from core.errors import RequestError
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-log = logging.getLogger("derender_proxy.protocol")
+from core.errors import RequestError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

@@ -12,18 +12,10 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from core.errors import validation_error
+from core.errors import bad_request, validation_error
 from core.model import ModelInfo
 from core.protocol.tokenize import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
-from core.render import (
-    RenderOptions,
-    TokenBudget,
-    UNTRUSTED_TEMPLATE,
-    check_model,
-    merge_kwargs,
-    render_chat_ids,
-)
-from core.errors import bad_request
+from core.render import UNTRUSTED_TEMPLATE, RenderOptions, TokenBudget, check_model, merge_kwargs, render_chat_ids
 from proxy.app import STATE
 from proxy.http import json_response, read_json_object, validate
 from proxy.routes.render import render_options
