@@ -2,9 +2,11 @@
 
 `/v1/chat/completions` and `/v1/completions` run render -> engine -> derender in one hop. This
 module is the derender half, sans-IO: one `ChoiceDecoder` per choice index turns engine chunks
-(token ids, finish_reason, stop_reason, logprobs) into text with the shared pieces
-(`core.detokenizer`, `core.stop`, `core.logprobs`, `core.parsers.pipeline`), and the builders
-below wrap that text in the JSON that vLLM's coupled OpenAI server writes:
+(token ids, finish_reason, stop_reason, logprobs) into text with the same pieces as the derender
+endpoints (`core.derender.choice` for the text, `core.logprobs`, `core.parsers.pipeline`), and
+the builders below wrap that text in the JSON that vLLM's coupled OpenAI server writes (the
+derender endpoints write vLLM's derender shapes instead, which differ: full dumps, role inside
+the first delta):
 
 * streamed chunks are what vLLM dumps with `exclude_unset=True`: only the fields it sets (e.g.
   `"kv_transfer_params":null` on every token chunk, `stop_reason` only on the finishing one, a
@@ -24,13 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.detokenizer import IncrementalDetokenizer
+from core.derender.choice import ChoiceDecoder as TextDecoder
+from core.derender.choice import DecodeOptions as TextOptions
 from core.logprobs import (
     TokenTexts, chat_top_limit, completion_logprobs, completion_top_limit, context_tail, normalize_content,
     resolve_chat_logprobs,
 )
 from core.model import ModelInfo
-from core.stop import StopStringMatcher, drop_stop_token, normalize_stop
+from core.stop import normalize_stop
 
 
 @dataclass
@@ -68,6 +71,14 @@ class DecodeOptions:
                    ignore_eos=bool(sampling.get("ignore_eos")), top_limit=limit, logprobs=wants,
                    completion_logprobs=not chat)
 
+    def text_options(self) -> TextOptions:
+        """The text decoder's knobs (the derender endpoints' `ChoiceDecoder` does the decoding)."""
+        return TextOptions(skip_special_tokens=self.skip_special_tokens,
+                           spaces_between_special_tokens=self.spaces_between_special_tokens,
+                           stop=tuple(self.stop), include_stop_str_in_output=self.include_stop_str_in_output,
+                           min_tokens=self.min_tokens, ignore_eos=self.ignore_eos,
+                           stop_token_ids=tuple(self.stop_token_ids))
+
 
 @dataclass
 class Step:
@@ -82,70 +93,46 @@ class Step:
 
 
 class ChoiceDecoder:
-    """Engine chunks of one choice -> text, with stop tokens, stop strings, min_tokens and logprobs."""
+    """Engine chunks of one choice -> text, token counts and logprobs.
 
-    __slots__ = ("model", "opts", "detok", "matcher", "num_tokens", "finished", "_lp_context", "_texts",
-                 "_text_offset", "_primary_eos", "_eos_ids")
+    The text itself (stop token drop, incremental detokenizer, stop strings held back and cut,
+    min_tokens) is the derender endpoints' `core.derender.choice.ChoiceDecoder`; this adds what
+    the front door needs around it: usage counts, logprobs per chunk, and `vllm serve`'s
+    stop_reason for the tokenizer EOS.
+    """
+
+    __slots__ = ("model", "opts", "text", "num_tokens", "finished", "_lp_context", "_texts", "_text_offset",
+                 "_primary_eos")
 
     def __init__(self, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: Sequence[int] | None) -> None:
         self.model = model
         self.opts = opts
-        self.detok = IncrementalDetokenizer.seeded(
-            model.tokenizer, prompt_token_ids, skip_special_tokens=opts.skip_special_tokens,
-            spaces_between_special_tokens=opts.spaces_between_special_tokens)
-        self.matcher = StopStringMatcher(opts.stop, opts.include_stop_str_in_output) if opts.stop else None
+        self.text = TextDecoder.start(model, opts.text_options(), prompt_token_ids)
         self.num_tokens = 0  # engine tokens counted for this choice (usage)
         self.finished = False
         self._lp_context: list[int] = []
         self._texts = TokenTexts.of(model.tokenizer) if opts.logprobs else None
         self._text_offset = 0
         self._primary_eos = model.primary_eos_token_id
-        self._eos_ids = frozenset(model.eos_token_ids)
 
     def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None,
              logprobs: dict[str, Any] | None = None) -> Step | None:
         """Derender one chunk; None once the choice has finished (late chunks after a cut)."""
         if self.finished:
             return None
-        opts = self.opts
         had_output = self.num_tokens > 0
-        ids = list(token_ids)
-        if finish_reason == "stop":  # only a "stop" finish can end in a stop token (spec 2.4 step 3)
-            text_ids, stop_reason = drop_stop_token(
-                ids, finish_reason, stop_reason, primary_eos_id=self._primary_eos, eos_ids=self._eos_ids,
-                stop_token_ids=opts.stop_token_ids, ignore_eos=opts.ignore_eos,
-                include_stop_str_in_output=opts.include_stop_str_in_output)
-            if stop_reason == self._primary_eos and stop_reason not in opts.stop_token_ids:
-                # a tokens-only engine has no tokenizer EOS and reports it as a stop token id; the
-                # coupled `vllm serve` stops on the tokenizer's EOS with stop_reason null (spec 2.3)
-                stop_reason = None
-        else:
-            text_ids = ids
-        matcher = self.matcher
-        if matcher is None:
-            text = self.detok.feed(text_ids)
-            self.num_tokens += len(ids)
-        else:
-            pieces: list[str] = []
-            step = self.detok.step
-            count = self.num_tokens
-            cut_at = None
-            for pos, tid in enumerate(text_ids):
-                count += 1
-                pieces.append(matcher.feed(step(tid), count > opts.min_tokens))
-                if matcher.matched is not None:
-                    cut_at = pos + 1
-                    break
-            if cut_at is not None:
-                ids = ids[:cut_at]
-                finish_reason, stop_reason = "stop", matcher.matched
-            elif finish_reason is not None:
-                pieces.append(matcher.flush())
-            self.num_tokens += len(ids)
-            text = "".join(pieces)
-        if finish_reason is not None:
+        step = self.text.step(token_ids, finish_reason, stop_reason)
+        ids = list(step.used_ids)  # up to a stop-string cut
+        self.num_tokens += len(ids)
+        stop_reason = step.stop_reason
+        if stop_reason == self._primary_eos and stop_reason not in self.opts.stop_token_ids \
+                and step.finish_reason == "stop":
+            # a tokens-only engine has no tokenizer EOS and reports it as a stop token id; the
+            # coupled `vllm serve` stops on the tokenizer's EOS with stop_reason null (spec 2.3)
+            stop_reason = None
+        if step.finished:
             self.finished = True
-        return Step(text, ids, finish_reason, stop_reason, self._logprobs(ids, logprobs), had_output)
+        return Step(step.text, ids, step.finish_reason, stop_reason, self._logprobs(ids, logprobs), had_output)
 
     def _logprobs(self, ids: list[int], logprobs: dict[str, Any] | None) -> dict[str, Any] | None:
         if self._texts is None:
