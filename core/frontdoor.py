@@ -469,16 +469,18 @@ class ChatChoiceStream:
 class CompletionChoiceStream:
     """One completions choice: engine chunk -> `choices[0]` of a text_completion chunk."""
 
-    __slots__ = ("index", "decoder", "return_token_ids", "echo_text", "engine_done", "started", "text",
-                 "token_ids", "logprob_parts", "finish_reason", "stop_reason", "prompt_token_ids")
+    __slots__ = ("index", "decoder", "return_token_ids", "echo_text", "echo_only", "engine_done", "started",
+                 "text", "token_ids", "logprob_parts", "finish_reason", "stop_reason", "prompt_token_ids")
 
     def __init__(self, index: int, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: list[int], *,
-                 return_token_ids: bool = False, echo_text: str | None = None) -> None:
+                 return_token_ids: bool = False, echo_text: str | None = None, echo_only: bool = False) -> None:
         self.index = index
         self.decoder = ChoiceDecoder(model, opts, prompt_token_ids)
         self.return_token_ids = return_token_ids
         self.prompt_token_ids = prompt_token_ids
         self.echo_text = echo_text  # not None with echo: sent before the first generated text
+        # echo with max_tokens 0: the engine generates one token (spec 2.2) that vLLM does not show
+        self.echo_only = echo_only
         self.engine_done = False
         self.started = False
         self.text: list[str] = []
@@ -519,7 +521,7 @@ class CompletionChoiceStream:
         if result is None:
             return None
         step, first = result
-        text = step.text
+        text = "" if self.echo_only else step.text
         prompt_ids = None
         if first:
             if self.echo_text is not None:
@@ -536,7 +538,7 @@ class CompletionChoiceStream:
                                 usage)
 
     def response_choice(self) -> dict[str, Any]:
-        text = "".join(self.text)
+        text = "" if self.echo_only else "".join(self.text)
         if self.echo_text is not None:
             text = self.echo_text + text
         return completion_response_choice(

@@ -36,6 +36,7 @@ from core.frontdoor import (
 from core.model import ModelInfo
 from core.parsers.pipeline import ChatOutputParser
 from core.protocol.chat import ChatCompletionRequest
+from core.protocol.common import VLLMValidationError
 from core.protocol.completion import CompletionRequest
 from core.render import RenderOptions, effective_chat_kwargs, render_chat, render_completion, request_size
 from proxy import lifecycle
@@ -333,8 +334,10 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
     resp = web.StreamResponse(headers=SSE_HEADERS)
     try:
         await resp.prepare(request)
-    except BaseException:
+    except BaseException as exc:
         run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            raise asyncio.CancelledError() from None
         raise
 
     def on_abort(cause: str) -> None:
@@ -389,8 +392,12 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
             tail.append(DONE)
             await resp.write(b"".join(tail))
             await resp.write_eof()
-    except (asyncio.CancelledError, ConnectionResetError):
+    except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            # the client went away while we wrote to it: the same as a cancelled handler (a 499 in
+            # the access log, no traceback), not a server error
+            raise asyncio.CancelledError() from None
         raise
     finally:
         run.report_tokens()
@@ -398,6 +405,16 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
 
 
 # -- completions -----------------------------------------------------------------------------------
+
+def check_vocabulary(model: ModelInfo, gens: list[dict[str, Any]]) -> None:
+    """Prompt ids the client sent as ids must exist: a tokens-only engine has no tokenizer to check
+    them (vLLM 0.32's engine process dies on one), so answer vllm serve's 400 here."""
+    top = model.tokenizer.max_token_id
+    for gen in gens:
+        highest = max(gen["token_ids"], default=0)
+        if highest > top:
+            raise RequestError(f"Token id {highest} is out of vocabulary", 400, "BadRequestError")
+
 
 def _prompt_text(model: ModelInfo, req: CompletionRequest, i: int, prompt_ids: list[int]) -> str:
     prompt = req.prompt
@@ -416,6 +433,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
     req = validate(CompletionRequest, data)
     gens = await state.run_cpu(request_size(req), render_completion, model, door.render, req,
                                request.headers.get("X-Request-Id"))
+    if not gens:
+        raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
+    check_vocabulary(model, gens)
     pool = pool_of(app)
     sampling = gens[0]["sampling_params"]
     opts = DecodeOptions.from_sampling(sampling, stop=sampling.get("stop"), chat=False, request=req)
@@ -424,7 +444,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     for p, gen in enumerate(gens):
         echo = _prompt_text(model, req, p, gen["token_ids"]) if req.echo else None
         groups.append([CompletionChoiceStream(p * n + i, model, opts, gen["token_ids"],
-                                              return_token_ids=bool(req.return_token_ids), echo_text=echo)
+                                              return_token_ids=bool(req.return_token_ids), echo_text=echo,
+                                              echo_only=bool(req.echo) and req.max_tokens == 0)
                        for i in range(n)])
     run = EngineRun(request, pool)
     prompt_tokens = sum(len(g["token_ids"]) for g in gens)
@@ -457,8 +478,10 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
     resp = web.StreamResponse(headers=SSE_HEADERS)
     try:
         await resp.prepare(request)
-    except BaseException:
+    except BaseException as exc:
         run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            raise asyncio.CancelledError() from None
         raise
     live = set(range(len(gens)))
     try:
@@ -503,8 +526,12 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
             tail.append(DONE)
             await resp.write(b"".join(tail))
             await resp.write_eof()
-    except (asyncio.CancelledError, ConnectionResetError):
+    except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            # the client went away while we wrote to it: the same as a cancelled handler (a 499 in
+            # the access log, no traceback), not a server error
+            raise asyncio.CancelledError() from None
         raise
     finally:
         run.report_tokens()

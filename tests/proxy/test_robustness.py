@@ -242,9 +242,6 @@ def engine_token_ids(stack: Stack) -> list[list[int]]:
     return [list(r.get("token_ids") or []) for r in stack.engine_state.received]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: POST /v1/completions with prompt [] is a 500 (IndexError on gens[0] in "
-                                       "proxy/routes/openai.py completions); vLLM answers 400 'You must pass at "
-                                       "least one prompt (parameter=prompt)'")
 def test_completions_empty_prompt_list_is_400(door):
     status, _, text = post_raw(door.url + "/v1/completions", {"model": "tiny-qwen3", "prompt": [], "max_tokens": 2})
     assert status == 400, text
@@ -260,9 +257,6 @@ def test_completions_render_empty_prompt_list_is_400(door):
     assert json.loads(text)["error"]["message"] == "You must pass at least one prompt (parameter=prompt)"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: echo with max_tokens 0 returns the prompt plus the 1 forced token "
-                                       "('Hello thereAlpha'); vLLM serve returns only the prompt text "
-                                       "(serving.py: max_tokens == 0 -> output_text = prompt_text)")
 @pytest.mark.parametrize("stream", [False, True])
 def test_echo_with_max_tokens_0_returns_only_the_prompt(door, stream):
     door.set_replies(REPLIES[:1])
@@ -276,10 +270,6 @@ def test_echo_with_max_tokens_0_returns_only_the_prompt(door, stream):
     assert text == "Hello there"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: prompt token ids past the vocabulary are sent to the engine "
-                                       "(proxy/routes/openai.py completions -> pool); a real tokens-only engine "
-                                       "has no tokenizer to check them (vLLM 0.32 crashes, 0.33 checks only the "
-                                       "model vocab). vllm serve answers 400 'Token id N is out of vocabulary'")
 @pytest.mark.parametrize("bad_id", [151669 + 400, 2**31, 2**32 + 5, 2**63])
 def test_prompt_ids_past_the_vocab_never_reach_the_engine(door, qwen3, bad_id):
     door.set_replies(REPLIES[:1])
@@ -445,11 +435,6 @@ def metric_lines(url: str, name: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(name)]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a client that disconnects mid-stream is often reported as a 500 "
-                                       "'internal error' with a traceback (and counted status=500 in /metrics) "
-                                       "instead of a 499: aiohttp raises ClientConnectionResetError from "
-                                       "resp.write(); _chat_stream re-raises it and proxy/http.py error_middleware "
-                                       "turns it into a 500")
 def test_mid_stream_disconnects_are_never_500s(qwen3, caplog):
     stack = Stack(qwen3)
     try:
