@@ -28,10 +28,20 @@ SERVER_FLAGS = {
     "q3-parsers": ("qwen3", {"tool_call_parser": "hermes", "reasoning_parser": "qwen3",
                              "enable_auto_tool_choice": True}, None),
     "l3-plain-256": ("llama3", {}, 256),
+    "sp-plain": ("sentencepiece", {}, None),  # tiny-sp: tests/metaspace.py's Mistral-7B tokenizer
 }
 
 # vLLM rejects stop strings on streaming derender; we support them (spec 0.3)
 STREAM_STOP_SUPPORTED = {"stream_chat_stop", "stream_completion_stop", "parser_stream_stop"}
+
+
+def _sentencepiece_model():
+    """The oracle's tiny-sp (tests/oracle/make_extra_models.py): same tokenizer, eos </s>, 32768 ctx."""
+    from core.model import ModelInfo
+    from tests.metaspace import mistral_v1_tokenizer
+
+    return ModelInfo.build(tokenizer=mistral_v1_tokenizer(), served_model_names=["tiny-sp"],
+                           hf_config={"model_type": "llama", "max_position_embeddings": 32768, "eos_token_id": 2})
 
 
 def _cases(name: str) -> list[dict]:
@@ -40,7 +50,7 @@ def _cases(name: str) -> list[dict]:
 
 @pytest.fixture
 def make_client(aiohttp_client, qwen3, llama3):
-    models = {"qwen3": qwen3, "llama3": llama3}
+    models = {"qwen3": qwen3, "llama3": llama3, "sentencepiece": _sentencepiece_model()}
 
     async def make(server: str):
         family, flags, max_len = SERVER_FLAGS[server]
@@ -99,8 +109,8 @@ def _uses_vllm_state(case: dict) -> bool:
     return isinstance(request, dict) and request.get("stream_state") is not None
 
 
-@pytest.mark.parametrize("case", _cases("derender_chat") + _cases("derender_completions") + _cases("derender_errors"),
-                         ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", _cases("derender_chat") + _cases("derender_completions") + _cases("derender_errors")
+                         + [c for c in _cases("derender_seeding") if "calls" not in c], ids=lambda c: c["name"])
 async def test_exchange(make_client, case):
     client = await make_client(case["server"])
     status, body = await _post(client, case)
@@ -130,7 +140,7 @@ async def test_exchange(make_client, case):
 
 
 def _stream_cases() -> list[dict]:
-    return _cases("derender_stream")
+    return _cases("derender_stream") + [c for c in _cases("derender_seeding") if "calls" in c]
 
 
 def _without_text(chunk: dict) -> dict:
