@@ -1,6 +1,6 @@
 """Replay every recorded vLLM 0.33 derender exchange through our HTTP routes, field for field.
 
-Fixtures: tests/fixtures/oracle/derender_{chat,completions,errors,stream}.json (recorded from
+Fixtures: tests/fixtures/oracle/derender_{chat,completions,errors,stream,seeding}.json (recorded from
 real vLLM by tests/oracle/record_derender*.py). Compared after `scrub` (created timestamps,
 tool-call ids by shape). Streaming sequences are replayed with OUR stream_state carried
 between calls (the state is ours by design, spec 0.3) and compare the chunks.
