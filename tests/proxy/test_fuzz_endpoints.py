@@ -20,7 +20,7 @@ from typing import Any
 import http.client as httpclient
 from urllib.parse import urlparse
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.proxy.frontdoor_stack import PARSERS, Stack
@@ -122,6 +122,11 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
         else:
             parent[loc[-1]] = draw(JSON_VALUES)
     return body
+
+
+def known_bug(path: str, body: Any) -> bool:
+    """Bodies that hit a bug already pinned by an xfail test (kept out so the fuzz keeps hunting)."""
+    return False
 
 
 def encode(body: Any) -> bytes:
@@ -234,12 +239,14 @@ def test_base_bodies_are_accepted(http, path, body):
 def test_mutated_bodies_never_5xx(http, data, route):
     path, base = ROUTES[route]
     body = data.draw(mutated(base))
+    assume(not known_bug(path, body))
     check_answer(post(http, path, encode(body)))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=JSON_VALUES, path=st.sampled_from(POST_PATHS))
 def test_random_json_never_5xx(http, body, path):
+    assume(not known_bug(path, body))
     check_answer(post(http, path, encode(body)))
 
 

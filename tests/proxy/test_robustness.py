@@ -159,8 +159,9 @@ async def test_forged_state_payloads_are_200_or_400(clients, case):
     await loop.run_in_executor(None, probe)
     for bad, status, data in results:
         assert status in (200, 400), (bad, data)
-        if status == 400:
-            assert data["error"]["message"].startswith("invalid stream_state"), (bad, data)
+        if status == 400:  # a forged output count may instead trip vLLM's max_model_len bound
+            message = data["error"]["message"]
+            assert message.startswith("invalid stream_state") or "exceeds max_model_len" in message, (bad, data)
 
 
 async def test_replayed_foreign_and_truncated_states_are_400(clients):
@@ -280,6 +281,19 @@ def test_prompt_ids_past_the_vocab_never_reach_the_engine(door, qwen3, bad_id):
     assert not sent, f"the engine received {[r['token_ids'] for r in sent]}"
     assert status == 400, text
     assert json.loads(text)["error"]["message"] == f"Token id {bad_id} is out of vocabulary"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG (minor): check_vocabulary (proxy/routes/openai.py) bounds prompt ids by "
+                                       "the tokenizer's max id (151668) only; vLLM's renderer validate_token_ids uses "
+                                       "max(tokenizer.max_token_id, config vocab_size - 1) = 151935 for Qwen3, so "
+                                       "vllm serve accepts ids 151669..151935 (embedding padding rows)")
+def test_prompt_ids_inside_the_model_vocab_are_accepted_like_vllm(door, qwen3):
+    assert qwen3.hf_config["vocab_size"] - 1 > qwen3.tokenizer.max_token_id
+    door.set_replies(REPLIES[:1])
+    status, _, text = post_raw(door.url + "/v1/completions",
+                               {"model": "tiny-qwen3", "prompt": [9707, qwen3.hf_config["vocab_size"] - 1],
+                                "max_tokens": 2})
+    assert status == 200, text
 
 
 def test_max_tokens_1_and_length(door):
@@ -467,3 +481,49 @@ def test_mid_stream_disconnects_are_never_500s(qwen3, caplog):
         assert not [r for r in caplog.records if "internal error" in r.getMessage()]
     finally:
         stack.close()
+
+
+def test_long_prompts_do_not_block_other_requests(door, qwen3, capsys):
+    """~30k-token chats render while small requests keep flowing. Timings are reported, not asserted
+    (shared CI machines); correctness is: every request answers, the long ones with all their ids."""
+    import statistics
+
+    door.set_replies(["ok"])
+    words = " ".join(f"word{i % 997} 東京{i % 13}" for i in range(3700))
+    long_body = {"messages": [{"role": "user", "content": words}], "max_tokens": 2}
+    small = {"messages": MESSAGES, "max_tokens": 2}
+    report = []
+    for path in ["/v1/chat/completions/render", "/v1/chat/completions"]:
+        status, _, text = post_raw(door.url + path, long_body, timeout=60)
+        assert status == 200, text[:300]
+        if path.endswith("render"):
+            assert len(json.loads(text)["token_ids"]) > 29_000
+        else:
+            assert json.loads(text)["usage"]["prompt_tokens"] > 29_000
+
+        def timed(body: dict) -> float:
+            t0 = time.perf_counter()
+            status, _, text = post_raw(door.url + path, body, timeout=60)
+            assert status == 200, text[:300]
+            return (time.perf_counter() - t0) * 1000
+
+        alone = [timed(small) for _ in range(20)]
+        stop, longs = threading.Event(), []
+
+        def hammer() -> None:
+            while not stop.is_set():
+                longs.append(timed(long_body))
+
+        threads = [threading.Thread(target=hammer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.1)
+        during = [timed(small) for _ in range(20)]
+        stop.set()
+        for t in threads:
+            t.join()
+        q = lambda xs: f"p50 {statistics.median(xs):.1f} / max {max(xs):.1f} ms"  # noqa: E731
+        report.append(f"{path}: small alone {q(alone)}; small during 2 long loops {q(during)}; "
+                      f"long {q(longs)} (n={len(longs)})")
+    with capsys.disabled():
+        print("\n[QA latency] " + "\n[QA latency] ".join(report))
