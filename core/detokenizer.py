@@ -45,19 +45,12 @@ _NO_TOKEN = -1
 
 
 def skip_special_ids(tokenizer: Tokenizer) -> frozenset[int]:
-    """The ids `skip_special_tokens` removes, as transformers' `all_special_ids` (what vLLM uses).
+    """The ids `skip_special_tokens` removes: transformers' `all_special_ids`, as vLLM uses.
 
-    That is the tokenizer_config's named special tokens (bos, eos, unk, pad, ...) and its
-    `additional_special_tokens`, NOT every added token flagged special: Llama-3's 250
-    `<|reserved_special_token_N|>` stay in the text, as in vLLM (`tokenizer.decode` with
-    skip_special_tokens would drop them; vLLM's detokenizer does not).
+    Llama-3's `<|reserved_special_token_N|>` are added tokens flagged special but not in that
+    set, so they stay in the text, as in vLLM (`tokenizer.decode` would drop them).
     """
-    cached = getattr(tokenizer, "_skip_special_ids", None)
-    if cached is None:
-        names = [*tokenizer.special_tokens_map.values(), *tokenizer.additional_special_tokens]
-        cached = frozenset(i for i in (tokenizer.token_to_id(n) for n in names) if i is not None)
-        tokenizer._skip_special_ids = cached  # type: ignore[attr-defined]
-    return cached
+    return tokenizer.all_special_ids
 
 
 def decode_params(tokenizer: Tokenizer | None, skip_special_tokens: bool | None,

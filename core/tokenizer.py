@@ -44,12 +44,18 @@ class Tokenizer:
             content = _token_content(config.get(key))
             if content is not None:
                 self.special_tokens_map[key] = content
-        extra = [c for c in (_token_content(t) for t in config.get("additional_special_tokens") or [])
-                 if c is not None]
+        # transformers 4 names them `additional_special_tokens`, 5 also `extra_special_tokens`
+        listed = list(config.get("additional_special_tokens") or [])
+        extra_field = config.get("extra_special_tokens") or []
+        listed += list(extra_field.values() if isinstance(extra_field, dict) else extra_field)
+        extra = list(dict.fromkeys(c for c in map(_token_content, listed) if c is not None))
         self.additional_special_tokens = extra
 
         added = self.backend.get_added_tokens_decoder()  # id -> AddedToken
-        special_ids = {i for i, tok in added.items() if tok.special}
+        # transformers' `all_special_ids`: the named special tokens and `additional_special_tokens`
+        # only, NOT every added token flagged special (Llama-3's 250 reserved tokens are not in
+        # it). vLLM's detokenizer skips exactly this set, so we must too.
+        special_ids: set[int] = set()
         for content in [*self.special_tokens_map.values(), *extra]:
             tid = self.backend.token_to_id(content)
             if tid is not None:
