@@ -527,3 +527,32 @@ def test_long_prompts_do_not_block_other_requests(door, qwen3, capsys):
                       f"long {q(longs)} (n={len(longs)})")
     with capsys.disabled():
         print("\n[QA latency] " + "\n[QA latency] ".join(report))
+
+
+# ================================================================================================
+# auth and metrics interplay
+# ================================================================================================
+
+async def test_auth_cannot_be_bypassed_by_path_tricks_and_open_routes_stay_open(aiohttp_client, qwen3):
+    client = await aiohttp_client(create_app(ServerConfig(api_key="sekret", max_request_bytes=2000), qwen3))
+    for path in ["/health/", "/health/../v1/models", "/metrics/../v1/models", "/v1/models",
+                 "/v1/models/", "/HEALTH", "/tokenize", "/version"]:
+        resp = await client.get(path, headers={"Authorization": "Bearer wrong"})
+        assert resp.status == 401, path
+        assert_error_shape(401, await resp.json())
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+    for path in ["/health", "/metrics", "/%68ealth"]:
+        assert (await client.get(path)).status == 200, path
+    # an oversized body without a key is a 401 (nothing is read); with the key, a 413 error body
+    big = {"messages": [{"role": "user", "content": "x" * 5000}]}
+    resp = await client.post("/v1/chat/completions/render", json=big)
+    assert resp.status == 401
+    resp = await client.post("/v1/chat/completions/render", json=big, headers={"Authorization": "Bearer sekret"})
+    assert resp.status == 413
+    assert_error_shape(413, await resp.json())
+    text = await (await client.get("/metrics")).text()
+    lines = [line for line in text.splitlines() if line.startswith("derender_proxy_requests_total{")]
+    assert any('status="401"' in line for line in lines) and any('status="413"' in line for line in lines), lines
+    # label cardinality stays bounded whatever paths a client invents
+    routes = {line.split('route="')[1].split('"')[0] for line in lines}
+    assert not any("HEALTH" in r or ".." in r for r in routes), routes
