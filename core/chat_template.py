@@ -325,7 +325,10 @@ def _convert_content(role: str, content: Any, wrap: bool, model_name: str) -> An
     pieces: list[Any] = []
     for part in parts:
         if isinstance(part, str):
-            pieces.append({"type": "text", "text": part} if wrap else part)
+            if wrap:
+                pieces.append({"type": "text", "text": part})
+            elif part:  # vLLM keeps only truthy parts: "" vanishes in string format
+                pieces.append(part)
             continue
         part_type, payload = _part_text(part)
         if part_type in ("text", "refusal") and payload is None:
@@ -337,10 +340,13 @@ def _convert_content(role: str, content: Any, wrap: bool, model_name: str) -> An
                 item = {"type": "text", "text": payload}
                 item.update({k: v for k, v in part.items() if k not in _KNOWN_PART_FIELDS})
                 pieces.append(item)
-            else:
+            elif payload:
                 pieces.append(payload)
         elif part_type == "tool_reference":
-            pieces.append({"type": "tool_reference", "name": payload} if wrap else payload)
+            if wrap:
+                pieces.append({"type": "tool_reference", "name": payload})
+            elif payload:
+                pieces.append(payload)
         else:
             raise VLLMValidationError(f"{model_name} is not a multimodal model")
     if wrap:

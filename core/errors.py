@@ -13,14 +13,20 @@ from typing import Any
 
 import orjson
 
-# vLLM's sanitizer: memory addresses and file paths never reach a client.
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-_PATH = re.compile(r"(?:/[\w.\-]+){2,}")
+# vLLM's sanitizer (exception_handling/utils.py): memory addresses, traceback lines and file
+# paths never reach a client; the message is stripped
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_TRACEBACK = re.compile(r'\n?\s*File "[^"]+", line \d+, in \S+(\n\s+.*)?')
+_ABSOLUTE_PATH = re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+")
+_FILE_PATH = re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+")
 
 
 def sanitize(message: str) -> str:
-    message = _ADDRESS.sub("<address>", message)
-    return _PATH.sub("<path>", message)
+    message = _ADDRESS.sub(">", message)
+    message = _TRACEBACK.sub("", message)
+    message = _ABSOLUTE_PATH.sub("<path>", message)
+    message = _FILE_PATH.sub("<path>", message)
+    return message.strip()
 
 
 class RequestError(Exception):

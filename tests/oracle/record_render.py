@@ -143,6 +143,10 @@ def record_chat() -> None:
     call(rec, "p_content_parts", P, CHAT, {"messages": [
         {"role": "system", "content": [{"type": "text", "text": "Rule 1."}, {"type": "text", "text": "Rule 2."}]},
         {"role": "user", "content": [{"type": "text", "text": "Part A"}, "Part B", {"type": "text", "text": None}]}]})
+    call(rec, "p_empty_text_parts", P, CHAT, {"messages": [
+        {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "after empty"}, ""]},
+        {"role": "tool", "tool_call_id": "x", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "r"}]},
+        {"role": "user", "content": []}]})
     call(rec, "p_developer_role", P, CHAT, {"messages": [
         {"role": "developer", "content": "Dev instructions."}, {"role": "user", "content": "Hi"}]})
     call(rec, "p_continue_final_message", P, CHAT, {"messages": [
