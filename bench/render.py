@@ -205,7 +205,7 @@ def main() -> int:
         lat = {name: asyncio.run(latency(url, long_body, 10)) for name, url in (("ours", ours),
                                                                                  ("vLLM 0.33", args.vllm))}
         print("32k", lat, flush=True)
-        inproc = in_process_32k(model_dir, long_body, 10)
+        inproc = in_process_32k(model_dir, long_body, 20)
         print("in-process", inproc, flush=True)
         load_after = os.getloadavg()
     finally:
