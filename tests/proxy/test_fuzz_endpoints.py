@@ -319,3 +319,68 @@ def test_unknown_paths_are_404_error_bodies(http):
         resp = http.post(path, content=b"{}", headers={"Content-Type": "application/json"})
         assert resp.status_code in (404, 405), (path, resp.status_code)
         check_answer(resp)
+
+
+# -- differential fuzzing against the live vLLM 0.33 render server (skipped when absent) ----------
+
+ORACLE = "http://127.0.0.1:8110"  # vLLM 0.33 `launch render` tiny-qwen3, hermes + qwen3, auto tool choice
+PIECE = st.sampled_from(list("ab \n\t{}\"<>/:,") + ["你好", "🎉", "é", "<think>", "</think>", "<tool_call>",
+                                                     "<|im_end|>", "\u200b", "\r\n", "  "])
+TEXT = st.lists(PIECE, max_size=8).map("".join)
+ORACLE_TOOL = st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.sampled_from(["f", "get_weather"]),
+     "parameters": st.sampled_from([{"type": "object", "properties": {"x": {"type": "string"}}}, {}])},
+    optional={"description": TEXT})})
+ORACLE_MESSAGE = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "developer"]), "content": st.one_of(
+        TEXT, st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}), max_size=2))}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT)}, optional={
+        "tool_calls": st.lists(st.fixed_dictionaries({"id": st.just("call_1"), "type": st.just("function"),
+                                                      "function": st.fixed_dictionaries({"name": st.just("f"),
+                                                                                         "arguments": st.sampled_from(
+                                                                                             ['{"x": "1"}', "{}"])})}),
+                               min_size=1, max_size=2), "reasoning": TEXT}),
+    st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT}, optional={"tool_call_id": st.just("call_1")}))
+ORACLE_CHAT = st.fixed_dictionaries({"model": st.just("tiny-qwen3"), "messages": st.lists(ORACLE_MESSAGE, min_size=1,
+                                                                                          max_size=4)}, optional={
+    "tools": st.lists(ORACLE_TOOL, min_size=1, max_size=2), "tool_choice": st.sampled_from(["auto", "none", "required"]),
+    "temperature": st.sampled_from([0, 0.5, 2.0]), "top_k": st.sampled_from([-1, 0, 50]),
+    "max_tokens": st.sampled_from([1, 16, None]), "n": st.sampled_from([1, 2]), "seed": st.integers(-5, 2**40),
+    "stop": st.one_of(TEXT, st.lists(TEXT, max_size=2)), "logprobs": st.booleans(), "min_tokens": st.sampled_from([0, 3]),
+    "skip_special_tokens": st.booleans(), "add_generation_prompt": st.booleans(),
+    "continue_final_message": st.booleans(), "reasoning_effort": st.sampled_from(["low", "none"]),
+    "chat_template_kwargs": st.fixed_dictionaries({}, optional={"enable_thinking": st.booleans()}),
+    "response_format": st.sampled_from([{"type": "json_object"}, {"type": "text"}]),
+    "truncate_prompt_tokens": st.sampled_from([-1, 3]), "echo": st.booleans(), "stream": st.booleans()})
+
+
+def _oracle_up() -> bool:
+    try:
+        return Http(ORACLE).get("/health").status_code == 200
+    except OSError:
+        return False
+
+
+def _without(data: Any, keys: frozenset[str]) -> Any:
+    if isinstance(data, dict):
+        return {k: _without(v, keys) for k, v in data.items() if k not in keys}
+    if isinstance(data, list):
+        return [_without(v, keys) for v in data]
+    return data
+
+
+@pytest.mark.oracle
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(body=ORACLE_CHAT)
+def test_chat_render_equals_live_vllm_on_random_requests(http, body):
+    """Same status, same body (token ids, sampling params, every field) as vLLM 0.33, request ids aside."""
+    if not _oracle_up():
+        pytest.skip("vLLM oracle render server (127.0.0.1:8110) is not running")
+    oracle = Http(ORACLE)
+    try:
+        raw = encode(body)
+        ours, theirs = post(http, "/v1/chat/completions/render", raw), post(oracle, "/v1/chat/completions/render", raw)
+    finally:
+        oracle.close()
+    assert ours.status_code == theirs.status_code, (ours.text[:400], theirs.text[:400])
+    assert _without(ours.json(), frozenset({"request_id"})) == _without(theirs.json(), frozenset({"request_id"}))

@@ -556,3 +556,41 @@ async def test_auth_cannot_be_bypassed_by_path_tricks_and_open_routes_stay_open(
     # label cardinality stays bounded whatever paths a client invents
     routes = {line.split('route="')[1].split('"')[0] for line in lines}
     assert not any("HEALTH" in r or ".." in r for r in routes), routes
+
+
+# ================================================================================================
+# parser path: special-token text (found by differential fuzzing against vLLM 0.33 on :8110)
+# ================================================================================================
+
+# (name, output text pieces, chat_request extras, vLLM 0.33's answer recorded from its derender on
+# 127.0.0.1:8110 with hermes + qwen3: {content, reasoning, tool call arguments}).
+# vLLM's parser engine drops the text of EVERY tokenizer special token that is not one of its markers
+# (vllm/parser/engine/streaming_parser_engine.py _build_drop_info over tokenizer.all_special_tokens);
+# ours drops only <|im_start|>/<|im_end|> (core/parsers/families/think.py TURN_BOUNDARIES).
+SPECIAL_CASES = [
+    ("content_endoftext", ["<think>\nr\n</think>\n\nA", 151643, "B"], {}, ("\n\nAB", "\nr\n", None)),
+    ("content_box", ["<think>\nr\n</think>\n\nA", 151648, "B"], {}, ("\n\nAB", "\nr\n", None)),
+    ("reasoning_box", ["<think>\nr", 151648, "s\n</think>\n\nC"], {}, ("\n\nC", "\nrs\n", None)),
+    ("tool_args_box", ["<think>\nr\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x", 151648,
+                       "y\"}}\n</tool_call>"], {"tools": CASES[2][3]["tools"]}, (None, "\nr\n", '{"a": "xy"}')),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: with the qwen3 reasoning parser, the text of special tokens other than "
+                                       "<|im_start|>/<|im_end|> (<|endoftext|>, <|box_start|>, ...) leaks into "
+                                       "content, reasoning and tool arguments; vLLM 0.33 drops every special token "
+                                       "that is not a parser marker (core/parsers/families/think.py "
+                                       "Qwen3ReasoningParser.TURN_BOUNDARIES is too narrow)")
+@pytest.mark.parametrize("case", range(len(SPECIAL_CASES)), ids=[c[0] for c in SPECIAL_CASES])
+async def test_special_token_text_never_reaches_parsed_output(clients, qwen3, case):
+    _, pieces, extra, (content, reasoning, args) = SPECIAL_CASES[case]
+    ids = [i for p in pieces for i in ([p] if isinstance(p, int) else qwen3.tokenizer.encode(p))]
+    request = {"messages": MESSAGES, **extra}
+    status, data = await call(clients["parsed"], CHAT, {
+        "prompt_token_ids": PROMPT, "chat_request": request, "generate_response": {
+            "request_id": RID, "choices": [{"index": 0, "finish_reason": "length", "stop_reason": None,
+                                            "token_ids": ids}]}})
+    assert status == 200, data
+    message = data["choices"][0]["message"]
+    got_args = message["tool_calls"][0]["function"]["arguments"] if message.get("tool_calls") else None
+    assert (message["content"], message["reasoning"], got_args) == (content, reasoning, args)
