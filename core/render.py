@@ -479,6 +479,8 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
     budget = TokenBudget(model.max_model_len, request.max_tokens or 0, request.truncate_prompt_tokens,
                          request.truncation_side, request.add_special_tokens)
     prompts = _completion_prompts(request)
+    if not prompts:
+        raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
     encoded: list[tuple[list[int], list[list[int]] | None]] = []
     for prompt in prompts:
         if isinstance(prompt, str):

@@ -297,6 +297,7 @@ def record_errors() -> None:
     e("cmpl_no_prompt", {"max_tokens": 5}, path=CMPL)
     e("cmpl_empty_prompt", {"prompt": ""}, path=CMPL)
     e("cmpl_unknown_model", {"prompt": "a", "model": "other"}, path=CMPL)
+    e("cmpl_empty_list", {"prompt": []}, path=CMPL)
     e("cmpl_negative_token", {"prompt": [1, -2]}, path=CMPL)
     e("cmpl_logprobs_negative", {"prompt": "a", "logprobs": -3}, path=CMPL)
     e("cmpl_stream_options", {"prompt": "a", "stream_options": {"include_usage": True}}, path=CMPL)
