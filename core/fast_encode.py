@@ -252,7 +252,7 @@ class FastEncoder:
 
     def encode(self, text: str) -> list[int]:
         if has_unassigned(text):
-            return self.backend.encode(text, add_special_tokens=False).ids
+            return self.backend.encode_batch([text], add_special_tokens=False)[0].ids  # releases the GIL
         out: list[int] = []
         if self.added is None:
             self._encode_segment(text, out)

@@ -227,7 +227,7 @@ class TokenBudget:
         if keep is not None and self.truncation_side is None:
             # tokenizer-side truncation; vLLM loads tokenizers with truncation_side="left", and the
             # special tokens the post-processor adds (BOS) survive it
-            enc = backend.encode(text, add_special_tokens=False)
+            enc = backend.encode_batch([text], add_special_tokens=False)[0]  # (batch: releases the GIL)
             specials = 0
             if self.add_special_tokens and backend.post_processor is not None:
                 specials = backend.post_processor.num_special_tokens_to_add(False)
@@ -242,7 +242,9 @@ class TokenBudget:
                 ids = [*prefix, *ids, *suffix]
             return self.check_tokens(ids, None, encoded=True)
         else:
-            enc = backend.encode(text, add_special_tokens=self.add_special_tokens)
+            # encode_batch, not encode: only the batch call releases the GIL, so a long prompt
+            # tokenized in the thread pool does not stall the event loop
+            enc = backend.encode_batch([text], add_special_tokens=self.add_special_tokens)[0]
         ids = enc.ids
         offsets = [list(o) for o in enc.offsets] if with_offsets else None
         return self.check_tokens(ids, offsets, encoded=True)
