@@ -171,7 +171,9 @@ class FastEncoder:
     def _unicode_words(self, piece: str) -> list[str]:
         if self.nfc:
             piece = unicodedata.normalize("NFC", piece)
-        return self._checked(self.words, piece, self.words.findall(piece))
+        # a long piece (CJK text) is split with the GIL released, like the Rust tokenizer would be
+        words = self.words.findall(piece, concurrent=True) if len(piece) > 4096 else self.words.findall(piece)
+        return self._checked(self.words, piece, words)
 
     def _checked(self, pattern: Any, piece: str, words: list[str]) -> list[str]:
         if sum(map(len, words)) == len(piece):
