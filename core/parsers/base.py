@@ -43,6 +43,7 @@ class ParserContext:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # effective (server defaults applied)
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
+    tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""

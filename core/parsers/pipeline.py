@@ -127,7 +127,8 @@ class ChatOutputParser:
                             tools=[_dump(t) for t in tools] if tools else None,
                             chat_template_kwargs=dict(chat_template_kwargs or {}),
                             history_tool_call_count=history_tool_call_count(request),
-                            reasoning_parser=reasoning_parser)
+                            reasoning_parser=reasoning_parser,
+                            tool_choice=_dump(getattr(request, "tool_choice", None)))
         return cls(model=model, reasoning=reasoning_cls(ctx) if reasoning_cls else None,
                    tools=tool_cls(ctx) if tool_cls else None, request=request,
                    enable_auto_tool_choice=enable_auto_tool_choice)

@@ -49,6 +49,15 @@ class ThinkTagReasoningParser(ReasoningParser):
         self._tables = self.tables()
         self._tags = {phase: tuple(table) for phase, table in self._tables.items()}
 
+    @property
+    def _first_chars(self) -> str:
+        """The characters a tag can start with: text without them needs no scan."""
+        chars = self.__dict__.get("_first_chars_cache")
+        if chars is None:
+            chars = "".join(sorted({tag[0] for tags in self._tags.values() for tag in tags}))
+            self.__dict__["_first_chars_cache"] = chars
+        return chars
+
     def tables(self) -> dict[str, dict[str, Action]]:
         raise NotImplementedError
 
@@ -66,7 +75,7 @@ class ThinkTagReasoningParser(ReasoningParser):
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
         if not text:
             return "", ""
-        if not state["h"] and "<" not in text:  # fast path: every tag starts with "<"
+        if not state["h"] and not any(c in text for c in self._first_chars):  # fast path: no tag can start here
             return (text, "") if state["p"] == "R" else ("", text)
         buf = state["h"] + text if state["h"] else text
         reasoning: list[str] = []

@@ -244,6 +244,36 @@ def cases() -> list[dict]:
         tag="pythonic required")
     add("llama3", None, "pythonic", '{"query": "q"}', {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
         tag="pythonic named")
+    # mistral, Hugging Face tokenizer mode (Qwen3 + Mistral's control tokens; see conftest.with_added_tokens)
+    m13 = ["[THINK]r \n[/THINK]  Hi \n[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]search[ARGS] {\"query\":\"q\"} trailing",
+           "Hi[TOOL_CALLS]get_weather{\"city\": \"X\"}", "[THINK]r", "[THINK]r[TOOL_CALLS]get_weather[ARGS]{}", "plain",
+           "[THINK]a[/THINK]b[/THINK]c", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", "[TOOL_CALLS]unknown[ARGS]{\"a\": 1}",
+           "[TOOL_CALLS][ARGS]{\"a\": 1}", "[TOOL_CALLS]get_weather[ARGS]not json ", "  \n[TOOL_CALLS]get_weather[ARGS]{\"city\": \"P\"}",
+           "a[THINK]b[/THINK]c", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"P\"} after text", "[TOOL_CALLS]get_weather[ARGS]42 x",
+           "[TOOL_CALLS]get_weather", "[THINK]x[THINK]y [/THINK] z"]
+    for text in m13:
+        add("mistral13", "mistral", "mistral", text, auto, tag="mistral v13")
+    for text in m13[:3]:
+        add("mistral13", None, "mistral", text, auto, tag="mistral v13 tools only")
+    for text in ["[THINK]r[/THINK]c", "c[THINK]r"]:
+        add("mistral13", "mistral", None, text, tag="mistral reasoning only")
+        add("mistral3", "mistral", None, text, tag="mistral reasoning, no [THINK] token")
+    m3 = ['Hi[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "search", "arguments": {"query": "天"}}]',
+          '[TOOL_CALLS] [{"name": "get_weather", "arguments": "{\\"a\\": 1}"}] tail', '[TOOL_CALLS]{"name": "get_weather"}',
+          '[TOOL_CALLS][1, {"x": 1}]', "[TOOL_CALLS]bad json", "plain", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa',
+          '[TOOL_CALLS][TOOL_CALLS][{"name": "f"}][TOOL_CALLS]x', '[TOOL_CALLS][{"arguments": 5, "name": 7}, {"arguments": null, "name": "g"}]',
+          'Hi [TOOL_CALLS][{"arguments": {"k": [1, 2]}, "name": "search"}]']
+    for text in m3:
+        add("mistral3", None, "mistral", text, auto, tag="mistral pre-v11")
+    bare = '[{"name": "get_weather", "arguments": {"city": "P"}}]'
+    add("mistral3", None, "mistral", bare, {"tools": TOOLS, "tool_choice": "required"}, tag="mistral pre-v11 required")
+    add("mistral3", None, "mistral", "  " + bare, {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        tag="mistral pre-v11 named")
+    add("mistral3", None, "mistral", '[TOOL_CALLS]' + bare, {"tools": TOOLS, "tool_choice": "none"}, tag="mistral pre-v11 none")
+    for tok in ("mistral13", "mistral3"):
+        for request in ({"tools": TOOLS, "tool_choice": "required"}, {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
+                        {"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False}, {"tools": TOOLS, "tool_choice": "none"}):
+            add(tok, None, "mistral", "x", request, tag="adjust")
     # kimi_k2 (the oracle's tiny-kimi tokenizer)
     sb, se, cb, ab, ce = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                           "<|tool_call_argument_begin|>", "<|tool_call_end|>")

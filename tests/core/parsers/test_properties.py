@@ -305,3 +305,40 @@ def test_pythonic_adversarial(llama3, text, cuts, name):
     chunked = run(parser, split(text, cuts))
     assert chunked[:3] == whole[:3]
     parser.parse_complete(text, [], None)
+
+
+@st.composite
+def mistral_v11_output(draw):
+    parts = [draw(plain).strip() or "x"]
+    for _ in range(draw(st.integers(1, 3))):
+        args = json.dumps(draw(st.dictionaries(st.text(max_size=5), json_values, max_size=3)), ensure_ascii=False)
+        sep = draw(st.sampled_from(["[ARGS]", ""]))
+        parts.append("[TOOL_CALLS]" + draw(st.sampled_from(["f", "get_x"])) + sep + (args if sep or args.startswith("{") else args))
+    return "".join(parts)
+
+
+@SETTINGS
+@given(text=mistral_v11_output(), cuts=st.lists(st.integers(0, 10**6), max_size=12))
+def test_mistral_v11_any_chunking_equals_non_streaming(parser_models, text, cuts):
+    parser = make_parser(parser_models["mistral13"], "mistral", "mistral", {"tools": TOOLS})
+    _, content, calls = parser.parse_complete(text, [], None)
+    got = run(parser, split(text, cuts))
+    assert got[1] == (content or "")
+    assert got[2] == [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+MISTRAL_PIECES = ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]", "[", "]", "{", "}", '"name"', '"arguments"', ":", ",",
+                  '"f"', "1", " ", "\n", "x", "null", "[TOOL"]
+
+
+@SETTINGS
+@given(text=st.lists(st.sampled_from(MISTRAL_PIECES), max_size=40).map("".join), cuts=st.lists(st.integers(0, 10**6), max_size=12),
+       combo=st.sampled_from([("mistral13", "mistral", "mistral"), ("mistral13", None, "mistral"),
+                              ("mistral3", None, "mistral"), ("mistral13", "mistral", None)]),
+       choice=st.sampled_from(["auto", "required", "none"]))
+def test_mistral_adversarial(parser_models, text, cuts, combo, choice):
+    parser = make_parser(parser_models[combo[0]], combo[1], combo[2], {"tools": TOOLS, "tool_choice": choice} if combo[2] else {})
+    whole = run(parser, [text])
+    chunked = run(parser, split(text, cuts))
+    assert chunked[:3] == whole[:3]
+    parser.parse_complete(text, [], None)
