@@ -133,6 +133,27 @@ class ChatOutputParser:
                    tools=tool_cls(ctx) if tool_cls else None, request=request,
                    enable_auto_tool_choice=enable_auto_tool_choice)
 
+    @staticmethod
+    def check_supported(model: ModelInfo, reasoning_parser: str | None, tool_call_parser: str | None,
+                        enable_auto_tool_choice: bool) -> None:
+        """Start-up check, like vLLM's: unknown names, or a tokenizer without the family's
+        markers, raise ValueError with a message naming the flag (call it before serving)."""
+        ctx = ParserContext(tokenizer=model.tokenizer, reasoning_parser=reasoning_parser)
+        try:
+            if reasoning_parser:
+                get_reasoning_parser(reasoning_parser)(ctx)
+            if tool_call_parser and enable_auto_tool_choice:
+                get_tool_parser(tool_call_parser)(ctx)
+        except (KeyError, ValueError) as exc:
+            flags = []
+            if tool_call_parser and enable_auto_tool_choice:
+                flags.append(f"--tool-call-parser {tool_call_parser}")
+            if reasoning_parser:
+                flags.append(f"--reasoning-parser {reasoning_parser}")
+            message = exc.args[0] if exc.args else str(exc)
+            raise ValueError(f"{' and '.join(flags)} cannot be used with the tokenizer of "
+                             f"{model.name!r}: {message}") from None
+
     # -- render side ------------------------------------------------------------------------
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int]) -> bool | None:

@@ -61,3 +61,14 @@ def test_feed_cost_does_not_grow_with_the_output(qwen3):
         parser.feed(state, piece, ids)
     last = timed(pieces[-1000:])
     assert last < first * 3 + 0.002, (first, last)
+
+
+def test_check_supported_names_the_flag(qwen3, llama3):
+    from core.parsers.pipeline import ChatOutputParser
+
+    ChatOutputParser.check_supported(qwen3, "qwen3", "hermes", True)
+    with pytest.raises(ValueError, match="--reasoning-parser deepseek_r1"):
+        ChatOutputParser.check_supported(llama3, "deepseek_r1", None, False)  # no <think> token in Llama-3
+    with pytest.raises(ValueError, match="unknown tool-call parser"):
+        ChatOutputParser.check_supported(qwen3, None, "no_such_parser", True)
+    ChatOutputParser.check_supported(qwen3, None, "no_such_parser", False)  # tool parsers need auto tool choice
