@@ -594,3 +594,124 @@ async def test_special_token_text_never_reaches_parsed_output(clients, qwen3, ca
     message = data["choices"][0]["message"]
     got_args = message["tool_calls"][0]["function"]["arguments"] if message.get("tool_calls") else None
     assert (message["content"], message["reasoning"], got_args) == (content, reasoning, args)
+
+
+# ================================================================================================
+# a misbehaving engine: the client always gets an answer (never a 500, never a hang)
+# ================================================================================================
+
+ENGINE_FAULTS = {
+    "not_json": [b"data: {not json\n\n", b"data: [DONE]\n\n"],
+    "bad_index": [b'data: {"request_id":"r","choices":[{"index":7,"finish_reason":null,"token_ids":[9707]}]}\n\n',
+                  b"data: [DONE]\n\n"],
+    "string_ids": [b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":null,"token_ids":["a"]}]}\n\n',
+                   b"data: [DONE]\n\n"],
+    "null_choices": [b'data: {"request_id":"r","choices":null}\n\n', b"data: [DONE]\n\n"],
+    "not_an_object": [b"data: [1, 2]\n\n", b"data: [DONE]\n\n"],
+    "ids_past_vocab": [b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":null,'
+                       b'"token_ids":[9707,1099511627776,151800]}]}\n\n',
+                       b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":"stop","stop_reason":151645,'
+                       b'"token_ids":[151645]}]}\n\n', b"data: [DONE]\n\n"],
+    "no_done": [b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":null,"token_ids":[9707]}]}\n\n'],
+    "finish_error": [b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":"error","token_ids":[]}]}\n\n',
+                     b"data: [DONE]\n\n"],
+}
+ENGINE_FULL = {
+    "not_json": b"{not json",
+    "string_ids": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"stop","token_ids":["a"]}]}',
+    "null_choices": b'{"request_id":"r","choices":null}',
+    "not_an_object": b"[1, 2]",
+    "ids_past_vocab": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"length","token_ids":[9707,1099511627776]}]}',
+    "finish_error": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"error","token_ids":[]}]}',
+}
+
+
+def hostile_engine_app(fault: dict[str, str]):
+    from aiohttp import web
+
+    async def generate(request):
+        body = await request.json()
+        name = fault["name"]
+        if not body.get("stream"):
+            return web.Response(body=ENGINE_FULL.get(name, ENGINE_FULL["not_json"]), content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in ENGINE_FAULTS[name]:
+            await resp.write(event)
+        await resp.write_eof()
+        return resp
+
+    async def ok(request):
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/inference/v1/generate", generate)
+    app.router.add_post("/inference/v1/abort_requests", ok)
+    app.router.add_get("/health", ok)
+    return app
+
+
+@pytest.fixture(scope="module")
+def hostile(qwen3):
+    from tests.proxy.loopback import LoopbackServer
+
+    fault = {"name": "not_json"}
+    engine = LoopbackServer(lambda: hostile_engine_app(fault)).start()
+    config = ServerConfig(engine_url=[engine.url], health_check_interval=0, engine_idle_timeout=3,
+                          engine_first_token_timeout=3)
+    proxy = LoopbackServer(lambda: create_app(config, qwen3)).start()
+    yield proxy, fault
+    proxy.stop()
+    engine.stop()
+
+
+NOT_AN_OBJECT_BUG = pytest.mark.xfail(strict=True, reason=(
+    "BUG: an engine answer or SSE event that is JSON but not an object (e.g. [1, 2]) is a 500: "
+    "AttributeError 'list' object has no attribute 'get' in proxy/engine/client.py (stream next()) / "
+    "proxy/routes/openai.py _collect; should be a 502 'invalid engine response' (stream: error event)"))
+MID_STREAM_EXCEPTION_BUG = pytest.mark.xfail(strict=True, reason=(
+    "BUG: any non-EngineError exception raised while derendering after the SSE response started (here a "
+    "TypeError on string token ids from the engine) escapes _chat_stream/_completion_stream "
+    "(proxy/routes/openai.py) to error_middleware, which writes a fresh 'HTTP/1.1 400' response INTO the "
+    "chunked 200 stream: the client sees a corrupt response, no error event and no [DONE]. Catch Exception "
+    "in the stream loop (log it, send a data: error event, then [DONE])"))
+
+
+def _misbehaving_params():
+    out = []
+    for api in ("chat", "completions"):
+        for stream in (False, True):
+            for name in sorted(ENGINE_FAULTS):
+                marks = []
+                if name == "not_an_object":
+                    marks = [NOT_AN_OBJECT_BUG]
+                elif name == "string_ids" and stream:
+                    marks = [MID_STREAM_EXCEPTION_BUG]
+                out.append(pytest.param(name, stream, api, marks=marks,
+                                        id=f"{api}-{'stream' if stream else 'full'}-{name}"))
+    return out
+
+
+@pytest.mark.parametrize("name,stream,api", _misbehaving_params())
+def test_misbehaving_engine_never_500_never_hangs(hostile, name, stream, api):
+    proxy, fault = hostile
+    fault["name"] = name
+    path, body = (("/v1/chat/completions", {"messages": MESSAGES}) if api == "chat"
+                  else ("/v1/completions", {"prompt": "hi"}))
+    body = {**body, "stream": stream, "max_tokens": 5}
+    t0 = time.monotonic()
+    status, headers, text = post_raw(proxy.url + path, body, timeout=8)
+    assert time.monotonic() - t0 < 6
+    assert status < 500 or status in (502, 503, 504), (status, text[:400])
+    if status != 200:
+        assert_error_shape(status, json.loads(text))
+        return
+    if headers["content-type"].startswith("text/event-stream"):
+        events = text.split("\n\n")
+        assert events[-2:] == ["data: [DONE]", ""], text[-400:]
+        for event in events[:-2]:
+            payload = json.loads(event[len("data: "):])
+            if "error" in payload:
+                assert payload["error"]["code"] != 500 or name == "finish_error", payload
+    else:
+        json.loads(text)
