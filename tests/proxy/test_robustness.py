@@ -249,9 +249,6 @@ def test_completions_empty_prompt_list_is_400(door):
     assert json.loads(text)["error"]["message"] == "You must pass at least one prompt (parameter=prompt)"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: POST /v1/completions/render with prompt [] answers 200 [] (vLLM 0.33: "
-                                       "400 'You must pass at least one prompt (parameter=prompt)'); "
-                                       "core/protocol/completion.py _check_prompt_present lets an empty list through")
 def test_completions_render_empty_prompt_list_is_400(door):
     status, _, text = post_raw(door.url + "/v1/completions/render", {"prompt": []})
     assert status == 400, text
