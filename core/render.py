@@ -44,12 +44,15 @@ class RenderOptions:
     exclude_tools_when_tool_choice_none: bool = False
     tool_parser_cls: type[ToolParser] | None = None
     reasoning_parser_cls: type[ReasoningParser] | None = None
+    # vLLM's --reasoning-effort-map: rewrite a requested effort to one the template supports
+    reasoning_effort_map: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, *, default_chat_template_kwargs: dict[str, Any] | None = None,
               trust_request_chat_template: bool = False, tool_call_parser: str | None = None,
               reasoning_parser: str | None = None, enable_auto_tool_choice: bool = False,
-              exclude_tools_when_tool_choice_none: bool = False) -> RenderOptions:
+              exclude_tools_when_tool_choice_none: bool = False,
+              reasoning_effort_map: dict[str, str] | None = None) -> RenderOptions:
         """Resolve parser names; an unknown name is a start-up error (ValueError), never a per-request one."""
         from core.parsers.registry import get_reasoning_parser, get_tool_parser
 
@@ -66,7 +69,8 @@ class RenderOptions:
                    tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
                    enable_auto_tool_choice=enable_auto_tool_choice,
                    exclude_tools_when_tool_choice_none=exclude_tools_when_tool_choice_none,
-                   tool_parser_cls=tool_cls, reasoning_parser_cls=reasoning_cls)
+                   tool_parser_cls=tool_cls, reasoning_parser_cls=reasoning_cls,
+                   reasoning_effort_map=dict(reasoning_effort_map or {}))
 
     @classmethod
     def from_config(cls, config: Any) -> RenderOptions:
@@ -75,7 +79,8 @@ class RenderOptions:
                          trust_request_chat_template=config.trust_request_chat_template,
                          tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
                          enable_auto_tool_choice=config.enable_auto_tool_choice,
-                         exclude_tools_when_tool_choice_none=config.exclude_tools_when_tool_choice_none)
+                         exclude_tools_when_tool_choice_none=config.exclude_tools_when_tool_choice_none,
+                         reasoning_effort_map=getattr(config, "reasoning_effort_map", None))
 
     @property
     def has_parser(self) -> bool:
@@ -308,9 +313,11 @@ def merge_kwargs(defaults: dict[str, Any] | None, overrides: dict[str, Any] | No
     return {**(defaults or {}), **{k: v for k, v in (overrides or {}).items() if v is not None and v != "auto"}}
 
 
-def request_chat_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
+def request_chat_kwargs(request: ChatCompletionRequest, effort_map: dict[str, str] | None = None) -> dict[str, Any]:
     """The request's own template kwargs: chat_template_kwargs, then the request fields over them (spec 7.1)."""
     effort = request.reasoning_effort
+    if effort is not None and effort_map:
+        effort = effort_map.get(effort, effort)
     extras: dict[str, Any] = {"add_generation_prompt": request.add_generation_prompt,
                               "continue_final_message": request.continue_final_message,
                               "documents": request.documents, "reasoning_effort": effort}
@@ -322,7 +329,8 @@ def request_chat_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
 
 def effective_chat_kwargs(request: ChatCompletionRequest, options: RenderOptions) -> dict[str, Any]:
     """What parsers and parse_context see: server defaults underneath the request's kwargs."""
-    return merge_kwargs(options.default_chat_template_kwargs, request_chat_kwargs(request))
+    return merge_kwargs(options.default_chat_template_kwargs, request_chat_kwargs(request,
+                                                                                options.reasoning_effort_map))
 
 
 def _tool_choice_wire(tool_choice: Any) -> Any:
@@ -391,7 +399,7 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     budget = TokenBudget(model.max_model_len, max_output, request.truncate_prompt_tokens, request.truncation_side,
                          request.add_special_tokens, max_output_param)
 
-    chat_kwargs = request_chat_kwargs(request)
+    chat_kwargs = request_chat_kwargs(request, options.reasoning_effort_map)
     effective = merge_kwargs(options.default_chat_template_kwargs, chat_kwargs)
     token_ids, offsets = render_chat_ids(model, options, request.messages, tool_dicts=tool_dicts,
                                          request_template=request.chat_template, chat_kwargs=chat_kwargs,

@@ -216,3 +216,41 @@ def test_kwargs_precedence(qwen3):
                                                          "reasoning_effort": "none"})
     prompt = qwen3.tokenizer.decode(render_chat(qwen3, RenderOptions.build(), effort_none)["token_ids"])
     assert prompt.endswith("<think>\n\n</think>\n\n")  # enable_thinking=False from reasoning_effort none
+
+
+# -- server flags --------------------------------------------------------------------------------
+
+
+def chat(**fields):
+    return ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], **fields})
+
+
+def test_exclude_tools_when_tool_choice_none(qwen3):
+    plain = render_chat(qwen3, RenderOptions.build(), chat())
+    with_tools = render_chat(qwen3, RenderOptions.build(), chat(tools=[WEATHER], tool_choice="none"))
+    excluded = render_chat(qwen3, RenderOptions.build(exclude_tools_when_tool_choice_none=True),
+                           chat(tools=[WEATHER], tool_choice="none"))
+    assert with_tools["token_ids"] != plain["token_ids"]  # the template lists the tools by default
+    assert excluded["token_ids"] == plain["token_ids"]  # with the flag it sees none
+    assert excluded["parse_context"]["tools"] == with_tools["parse_context"]["tools"] == [
+        {"type": "function", "function": WEATHER["function"]}]
+
+
+def test_trusted_request_template_is_used(qwen3, hf_tokenizers):
+    source = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{{ eos_token }}"
+    with pytest.raises(RequestError):
+        render_chat(qwen3, RenderOptions.build(), chat(chat_template=source))
+    out = render_chat(qwen3, RenderOptions.build(trust_request_chat_template=True), chat(chat_template=source))
+    expected = hf_tokenizers["qwen3"].apply_chat_template([{"role": "user", "content": "hi"}], chat_template=source,
+                                                          tokenize=False)
+    assert out["token_ids"] == qwen3.tokenizer.encode(expected)
+    via_kwargs = render_chat(qwen3, RenderOptions.build(trust_request_chat_template=True),
+                             chat(chat_template_kwargs={"chat_template": source}))
+    assert via_kwargs["token_ids"] == out["token_ids"]
+
+
+def test_reasoning_effort_map(qwen3):
+    options = RenderOptions.build(reasoning_effort_map={"minimal": "none"})
+    out = render_chat(qwen3, options, chat(reasoning_effort="minimal"))
+    assert out["parse_context"]["chat_template_kwargs"]["reasoning_effort"] == "none"
+    assert out["parse_context"]["chat_template_kwargs"]["enable_thinking"] is False
