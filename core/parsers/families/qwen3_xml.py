@@ -40,7 +40,6 @@ FUNC, FUNC_END = "<function=", "</function>"
 PARAM, PARAM_END = "<parameter=", "</parameter>"
 BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 THINK_END = "</think>"
-_WS = " \t\n\r"
 
 _TYPE_ALIASES = {"str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
                  "int": "integer", "int32": "integer", "int64": "integer", "uint": "integer", "uint32": "integer",
