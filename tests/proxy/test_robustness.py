@@ -810,3 +810,41 @@ async def test_many_short_messages_do_not_stall_the_event_loop(clients):
     await tick
     assert resp.status == 200
     assert max(gaps) < max(0.1, elapsed / 3), f"event loop stalled {max(gaps) * 1e3:.0f} ms of {elapsed * 1e3:.0f} ms"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a non-streaming derender with many logprobs stalls the event loop: "
+                                       "proxy/routes/derender.py validates the body with pydantic on the loop "
+                                       "(~0.5 s for 2000 tokens x 20 top_logprobs) and _work_size counts only "
+                                       "token_ids (ids*4 < 16384), so the ~0.5 s logprob resolution also runs "
+                                       "inline. Weigh logprob entries into _work_size and validate large bodies "
+                                       "in the pool too")
+async def test_large_logprob_derender_does_not_stall_the_event_loop(clients, qwen3):
+    client = clients["plain"]
+    ids = qwen3.tokenizer.encode(" the quick brown fox 世界 🎉" * 250)[:2000]
+    logprobs = {"content": [{"token_id": t, "logprob": -1.0, "rank": 1, "top_logprobs": [
+        {"token_id": (t + k) % 150000, "logprob": -1.0 - k, "rank": k + 1} for k in range(20)]} for t in ids]}
+    body = {"chat_request": {"messages": MESSAGES, "logprobs": True, "top_logprobs": 20}, "prompt_token_ids": PROMPT,
+            "generate_response": {"request_id": RID, "choices": [{"index": 0, "finish_reason": "length",
+                                                                  "token_ids": ids, "logprobs": logprobs}]}}
+    raw = json.dumps(body)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    tick = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    resp = await client.post(CHAT, data=raw, headers={"Content-Type": "application/json"})
+    elapsed = time.perf_counter() - started
+    done.set()
+    await tick
+    assert resp.status == 200, await resp.text()
+    assert len((await resp.json())["choices"][0]["logprobs"]["content"]) == len(ids)
+    # work offloaded to the pool still shares the GIL, but the loop then runs every few ms
+    assert max(gaps) < 0.15, f"event loop stalled {max(gaps) * 1e3:.0f} ms of {elapsed * 1e3:.0f} ms"
