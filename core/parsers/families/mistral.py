@@ -297,7 +297,11 @@ class MistralToolParser(ToolParser):
         state["h"] = ""
 
         if state["ph"] == "C":
-            if not state["called"] and self._forced() and buf.lstrip()[:1] in ("[", "{"):
+            first = None
+            if not state.get("begun") and buf.strip():
+                state["begun"] = True  # the output's first visible character decides a bare array
+                first = buf.lstrip()[:1]
+            if first in ("[", "{") and self._forced():
                 state["ph"] = "S"  # a guided bare array
             else:
                 at = buf.find(TOOL_CALLS)
