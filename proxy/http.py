@@ -57,6 +57,8 @@ def _json_decode_error(raw: bytes) -> RequestError:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         pos = exc.pos if isinstance(exc, json.JSONDecodeError) else exc.start
+    except RecursionError:  # orjson stops at 1024 levels; the stdlib re-parse would blow the stack
+        reason, pos = "Maximum nesting depth exceeded", 0
     return validation_error([{"type": "json_invalid", "loc": (pos,), "msg": "JSON decode error", "input": {},
                               "ctx": {"error": reason}}])
 

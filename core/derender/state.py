@@ -103,7 +103,9 @@ class StateCodec:
         body, _, signature = value.partition(".")[2].partition(".")
         signed_part = VERSION_PREFIX + body
         if self._key is not None:
-            if not signature or not hmac.compare_digest(signature, self._sign(signed_part)):
+            # compare bytes: compare_digest refuses non-ASCII str, and a forged signature may be anything
+            if not signature or not hmac.compare_digest(signature.encode("utf-8", "surrogatepass"),
+                                                        self._sign(signed_part).encode()):
                 raise invalid("signature mismatch (tampered, or signed with another secret)")
         try:
             payload = orjson.loads(_b64decode(body))

@@ -84,10 +84,6 @@ def test_state_codec_raises_only_invalid_stream_state(value, secret):
         assert exc.status == 400 and exc.message.startswith("invalid stream_state: ")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a signed-server stream_state whose signature part has non-ASCII "
-                                       "characters raises TypeError from hmac.compare_digest (core/derender/state.py "
-                                       "StateCodec.decode); over HTTP it becomes a 400 'comparing strings with "
-                                       "non-ASCII characters is not supported' instead of 'invalid stream_state: ...'")
 def test_non_ascii_signature_is_invalid_stream_state():
     try:
         StateCodec("k").decode("ds1.e30.\x80", kind="chat", server="s", request="")

@@ -286,9 +286,6 @@ def test_duplicate_keys_last_wins_like_python_json(http):
     assert resp.status_code == 200, resp.text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a JSON body nested deeper than orjson's limit (1024) is a 500: "
-                                       "proxy/http.py _json_decode_error re-parses it with the stdlib json module, "
-                                       "which raises RecursionError (not caught)")
 @pytest.mark.parametrize("path", POST_PATHS)
 def test_deep_nesting_is_a_400(http, path):
     raw = b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b', "prompt": 1}'
