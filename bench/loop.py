@@ -228,6 +228,17 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) 
     return "\n".join(lines)
 
 
+def wakeup_cost_us() -> float:
+    """CPU microseconds one idle event-loop wakeup costs on this machine (100 x sleep 5 ms): the
+    floor under any per-token cost when tokens arrive one at a time (virtual machines pay a lot)."""
+    async def probe() -> float:
+        c0 = time.process_time()
+        for _ in range(100):
+            await asyncio.sleep(0.005)
+        return (time.process_time() - c0) / 100 * 1e6
+    return asyncio.run(probe())
+
+
 def header() -> str:
     return "\n".join([
         "# Front-door loop benchmark (`bench/loop.py`)",
@@ -237,7 +248,10 @@ def header() -> str:
         "`derender-proxy serve` with `--tool-call-parser hermes --reasoning-parser qwen3 "
         "--enable-auto-tool-choice`, and the aiohttp client (all three share the CPUs, and other jobs may "
         "run on the machine: see the load average). Each request streams one chat answer with reasoning, "
-        f"content and a hermes tool call ({len(REPLY)} characters).",
+        f"content and a hermes tool call ({len(REPLY)} characters). One idle event-loop wakeup costs "
+        f"{wakeup_cost_us():.0f} us of CPU here (an `asyncio.sleep`; a few us on bare metal): when tokens "
+        "arrive one at a time, that floor, paid by the engine and twice by the proxy (engine socket, client "
+        "socket), dominates the per-token CPU of the paced runs.",
         "",
         "TTFT = time to the first SSE event. Added TTFT = proxied minus direct at the same percentile. "
         "tokens/s = engine tokens delivered per wall second. Proxy CPU is the proxy process's user+system "
