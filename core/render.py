@@ -21,7 +21,7 @@ from core.errors import RequestError, bad_request, model_not_found
 from core.fast_encode import FastEncoder
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolParser
-from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest
+from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest, has_non_text
 from core.protocol.common import VLLMValidationError, random_uuid
 from core.protocol.completion import CompletionRequest
 from core.sampling import chat_sampling_params, completion_sampling_params, get_max_tokens, hoist_transfer_params
@@ -376,6 +376,30 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     return budget.encode(model.tokenizer, prompt, with_offsets)
 
 
+REUSED_IDS_PARAM = "kv_transfer_params.prompt_token_ids"
+
+
+def reused_prompt_ids(model: ModelInfo, request: ChatCompletionRequest) -> list[int] | None:
+    """vLLM 0.33's decode-side token reuse: `kv_transfer_params.prompt_token_ids` replaces rendering.
+
+    The key is popped (it never reaches the output); it is ignored with `echo` or media content.
+    """
+    kv = request.kv_transfer_params
+    if not isinstance(kv, dict):
+        return None
+    ids = kv.pop("prompt_token_ids", None)
+    if ids is None or request.echo or has_non_text(request.messages):
+        return None
+    if not isinstance(ids, list) or not ids or any(type(x) is not int or x < 0 for x in ids):
+        raise VLLMValidationError("`kv_transfer_params['prompt_token_ids']` must be a non-empty list of "
+                                  "non-negative integers.", parameter=REUSED_IDS_PARAM)
+    vocab = model.hf_config.get("vocab_size")
+    top = max(model.tokenizer.max_token_id, vocab - 1 if isinstance(vocab, int) else -1)
+    if max(ids) > top:
+        raise VLLMValidationError(f"Token id {max(ids)} is out of vocabulary", parameter=REUSED_IDS_PARAM)
+    return ids
+
+
 def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletionRequest,
                 request_id_header: str | None = None) -> dict[str, Any]:
     """POST /v1/chat/completions/render: one GenerateRequest dict. Raises RequestError."""
@@ -401,9 +425,13 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
 
     chat_kwargs = request_chat_kwargs(request, options.reasoning_effort_map)
     effective = merge_kwargs(options.default_chat_template_kwargs, chat_kwargs)
-    token_ids, offsets = render_chat_ids(model, options, request.messages, tool_dicts=tool_dicts,
-                                         request_template=request.chat_template, chat_kwargs=chat_kwargs,
-                                         budget=budget, with_offsets=bool(request.return_token_offsets))
+    reused = reused_prompt_ids(model, request)
+    if reused is not None:  # decode-side reuse: the prefill stage's ids, no templating
+        token_ids, offsets = reused, None
+    else:
+        token_ids, offsets = render_chat_ids(model, options, request.messages, tool_dicts=tool_dicts,
+                                             request_template=request.chat_template, chat_kwargs=chat_kwargs,
+                                             budget=budget, with_offsets=bool(request.return_token_offsets))
 
     ctx = None
     if options.has_parser:

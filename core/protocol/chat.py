@@ -186,19 +186,34 @@ def _check_system_content(data: dict[str, Any]) -> None:
 
 def _drop_prompt_token_ids_with_media(data: dict[str, Any]) -> None:
     kv = data.get("kv_transfer_params")
-    if isinstance(kv, dict) and kv.get("prompt_token_ids") is not None and _has_non_text(data.get("messages")):
+    if isinstance(kv, dict) and kv.get("prompt_token_ids") is not None and has_non_text(data.get("messages")):
         kv.pop("prompt_token_ids")
 
 
-def _has_non_text(messages: Any) -> bool:
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking", "tool_reference"})
+_MEDIA_PART_KEYS = frozenset({"input_image", "image_url", "image_embeds", "audio_embeds", "video_embeds",
+                              "prompt_embeds", "image_pil", "audio_url", "input_audio", "video_url"})
+
+
+def has_non_text(messages: Any) -> bool:
+    """Whether any message carries media parts (or prompt-embeds reasoning), as vLLM judges it."""
     if not isinstance(messages, list):
         return False
     for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type", "text") not in ("text", "input_text", "output_text",
-                                                                               "refusal", "thinking"):
+        if not isinstance(message, dict):
+            continue
+        for name in ("reasoning", "reasoning_content"):
+            reasoning = message.get(name)
+            if isinstance(reasoning, dict) and reasoning.get("type") == "prompt_embeds":
+                return True
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if isinstance(part, dict):
+                part_type = part.get("type", "text")
+                if (any(key in part for key in _MEDIA_PART_KEYS) or not isinstance(part_type, str)
+                        or part_type not in _TEXT_PART_TYPES):
                     return True
     return False
 

@@ -147,6 +147,12 @@ def record_chat() -> None:
         {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "after empty"}, ""]},
         {"role": "tool", "tool_call_id": "x", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "r"}]},
         {"role": "user", "content": []}]})
+    call(rec, "p_reused_prompt_ids", P, CHAT, {"messages": USER, "kv_transfer_params": {
+        "prompt_token_ids": [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198], "remote_host": "h"}})
+    call(rec, "p_reused_prompt_ids_only_key", P, CHAT, {"messages": USER, "kv_transfer_params": {
+        "prompt_token_ids": [1, 2, 3]}, "max_tokens": 5})
+    call(rec, "p_reused_prompt_ids_echo_ignored", P, CHAT, {"messages": USER, "echo": True, "kv_transfer_params": {
+        "prompt_token_ids": [1, 2, 3]}})
     call(rec, "p_developer_role", P, CHAT, {"messages": [
         {"role": "developer", "content": "Dev instructions."}, {"role": "user", "content": "Hi"}]})
     call(rec, "p_continue_final_message", P, CHAT, {"messages": [
@@ -292,6 +298,11 @@ def record_errors() -> None:
     e("invalid_json", None, raw=b'{"messages": [', headers={"Content-Type": "application/json"})
     e("list_body", [1, 2])
     # completions
+    e("reused_ids_empty", {"messages": USER, "kv_transfer_params": {"prompt_token_ids": []}})
+    e("reused_ids_bad", {"messages": USER, "kv_transfer_params": {"prompt_token_ids": [1, True, -2]}})
+    e("reused_ids_out_of_vocab", {"messages": USER, "kv_transfer_params": {"prompt_token_ids": [1, 151936]}})
+    e("reused_ids_too_long_l3", {"messages": USER, "kv_transfer_params": {"prompt_token_ids": [9906] * 300},
+                                 "chat_template_kwargs": L3_KW}, server="l3-256")
     e("cmpl_suffix", {"prompt": "a", "suffix": "b"}, path=CMPL)
     e("cmpl_echo_suffix", {"prompt": "a", "suffix": "b", "echo": True}, path=CMPL)
     e("cmpl_no_prompt", {"max_tokens": 5}, path=CMPL)
