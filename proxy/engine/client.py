@@ -46,7 +46,7 @@ class EngineError(Exception):
         self.message = message
         self.status = status
         self.type = type
-        self.kind = kind  # connect | status | stream | timeout
+        self.kind = kind  # connect | disconnect | status | stream | timeout
         self.started = started  # tokens had already been received
         self.retryable = retryable and not started
 
@@ -113,7 +113,13 @@ class Engine:
             return await self.session.post(
                 self.url + path, data=body, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect, sock_read=timeout))
-        except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, ConnectionError) as exc:
+        except aiohttp.ServerDisconnectedError as exc:
+            # typically a kept-alive connection the engine closed just as we reused it: the engine is
+            # fine, the request can be sent again (the pool retries it, on this engine if it is alone)
+            log.info("engine %s dropped a connection before answering: %s", self.url, exc)
+            raise EngineError("The inference engine closed the connection before answering.", 502,
+                              "BadGatewayError", kind="disconnect", retryable=True) from None
+        except (aiohttp.ClientConnectorError, ConnectionError) as exc:
             raise unreachable(self.url, exc) from None
         except asyncio.TimeoutError:
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",

@@ -8,8 +8,9 @@
   a connection is marked down at once and comes back when a poll succeeds. When every engine is
   down, requests still try them (one may have just restarted) rather than fail without trying.
 * **Retry:** a request that fails before its first token (connection refused, 5xx, timeout) is
-  retried once on another engine. After the first token nothing is retried: the client already
-  has part of an answer.
+  retried once on another engine (on the same one only when it is alone and merely dropped a
+  kept-alive connection). After the first token nothing is retried: the client already has part
+  of an answer.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class EnginePool:
     def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None
                      ) -> Engine:
         engine = self.choose(prompt_ids, exclude=tried)
+        if engine is None and last is not None and last.kind == "disconnect" and len(tried) == 1:
+            engine = tried[0]  # a lone engine that dropped a stale connection: try it once more
         if engine is None:
             if last is not None:
                 raise last
@@ -197,8 +200,10 @@ def install(app: web.Application) -> None:
     app[POOL] = pool
 
     async def start(app: web.Application) -> None:
+        # idle connections are dropped after 4 s, before vLLM's uvicorn closes them (its default
+        # keep-alive is 5 s), so a request rarely lands on a connection the engine is closing
         connector = aiohttp.TCPConnector(limit=config.engine_max_connections, limit_per_host=0,
-                                         ttl_dns_cache=300)
+                                         ttl_dns_cache=300, keepalive_timeout=4.0)
         pool.attach(aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                           timeout=aiohttp.ClientTimeout(total=None)))
         pool.start_health_checks(config.health_check_interval)

@@ -236,3 +236,35 @@ async def test_pool_prefix_affinity(start_engine, session):
             assert pool.choose(p) is picks[tuple(p)]  # only the lost engine's prefixes move
         else:
             assert pool.choose(p) is not pool.engines[0]
+
+
+@pytest.fixture
+async def hangup_server():
+    """An engine that reads each request and hangs up without answering (a stale keep-alive race)."""
+    hits = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        hits.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", hits
+    server.close()
+    await server.wait_closed()
+
+
+async def test_dropped_connection_is_retried_without_marking_down(start_engine, session, hangup_server):
+    url_, hits = hangup_server
+    lone = EnginePool([url_], session)
+    with pytest.raises(EngineError) as err:
+        await lone.generate(gen_request("h", stream=False))
+    assert err.value.kind == "disconnect" and err.value.status == 502
+    assert len(hits) == 2  # a lone engine gets the one retry itself
+    assert lone.engines[0].healthy  # a hang-up is not "down"
+    good = await start_engine()
+    pool = EnginePool([url_, url(good)], session)
+    stream, first = await pool.open_stream(gen_request("h2"))
+    assert first["request_id"] == "generate-tokens-h2" and stream.engine.url == url(good)
+    assert pool.engines[0].healthy
+    await drain(stream)
