@@ -31,7 +31,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 # words longer than this are encoded but not cached (base64 blobs, long digit-free runs)
 _MAX_CACHED_WORD = 48
-_MAX_CACHE_ENTRIES = 500_000
+_MAX_CACHE_ENTRIES = 200_000  # ~40 MB at most; cleared whole when full
 
 SELF_CHECK = [
     "Hello, world! It's a test: we're 'quoted' and I'll do it; they'd've.",
