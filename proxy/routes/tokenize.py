@@ -67,6 +67,9 @@ async def tokenize_handler(request: web.Request) -> web.Response:
 
 def detokenize(model: ModelInfo, request: DetokenizeRequest) -> dict[str, Any]:
     check_model(model, request.model)
+    if any(i >= 2**32 for i in request.tokens):
+        # vLLM hands the ids to the Rust decoder, whose u32 conversion fails with this message
+        raise bad_request("number too large to fit in target type")
     top = model.tokenizer.max_token_id
     ids = [i for i in request.tokens if i <= top]  # the Rust decoder skips unknown ids; so does vLLM
     return {"prompt": model.tokenizer.decode(ids)}

@@ -383,10 +383,6 @@ def test_chat_render_equals_live_vllm_on_random_requests(http, body):
     assert _without(ours.json(), frozenset({"request_id"})) == _without(theirs.json(), frozenset({"request_id"}))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): /detokenize silently drops ids >= 2**32 and answers 200; vLLM "
-                                       "0.33 answers 400 'number too large to fit in target type' (the Rust "
-                                       "decoder's u32 conversion). proxy/routes/tokenize.py detokenize filters "
-                                       "every id > max_token_id instead of only those that fit in u32")
 @pytest.mark.parametrize("ids", [[2**32], [9707, 2**63 - 1]])
 def test_detokenize_ids_past_u32_is_vllms_400(http, ids):
     resp = post(http, "/detokenize", encode({"tokens": ids}))

@@ -782,11 +782,6 @@ def test_prompt_logprobs_reach_the_client_through_the_real_engine(qwen3, api):
         proxy.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a chat of many short messages is estimated as small work "
-                                       "(core/render.py request_size counts only content characters: 5000 empty "
-                                       "messages = 0) so its ~250 ms template render runs inline and stalls the "
-                                       "event loop (every stream on the proxy). Count a per-message (and per tool "
-                                       "call) cost, or offload by message count")
 async def test_many_short_messages_do_not_stall_the_event_loop(clients):
     client = clients["plain"]
     body = {"messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": ""} for i in range(5000)]}
