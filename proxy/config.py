@@ -27,6 +27,7 @@ class ServerConfig:
     reasoning_parser: str | None = None
     enable_auto_tool_choice: bool = False
     exclude_tools_when_tool_choice_none: bool = False
+    reasoning_effort_map: dict[str, str] = field(default_factory=dict)
     max_logprobs: int = 20
     reasoning_field: str = "reasoning"  # reasoning | reasoning_content | both
     host: str = "127.0.0.1"
@@ -84,6 +85,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reasoning-parser", default=None)
     parser.add_argument("--enable-auto-tool-choice", action="store_true")
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
+    parser.add_argument("--reasoning-effort-map", type=_json_object, default={},
+                        help='JSON map applied to reasoning_effort before the template sees it, '
+                             'e.g. \'{"minimal": "low"}\'')
     parser.add_argument("--max-logprobs", type=int, default=20)
     parser.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content", "both"],
                         default="reasoning",

@@ -105,3 +105,16 @@ def test_unknown_parser_fails_at_startup(qwen3):
         create_app(ServerConfig(tool_call_parser="nope", enable_auto_tool_choice=True), qwen3)
     with pytest.raises(ValueError, match="unknown reasoning parser 'nah'"):
         create_app(ServerConfig(reasoning_parser="nah"), qwen3)
+
+
+async def test_reasoning_effort_map_flag_reaches_the_template(aiohttp_client, qwen3):
+    from proxy.cli import build_parser
+    from proxy.config import config_from_args
+
+    args = build_parser().parse_args(["serve", "--reasoning-effort-map", '{"minimal": "none"}'])
+    client = await aiohttp_client(create_app(config_from_args(args), qwen3))
+    resp = await client.post("/v1/chat/completions/render", json={
+        "messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "minimal"})
+    assert resp.status == 200
+    kwargs = (await resp.json())["parse_context"]["chat_template_kwargs"]
+    assert kwargs["reasoning_effort"] == "none" and kwargs["enable_thinking"] is False
