@@ -206,6 +206,9 @@ class MistralToolParser(ToolParser):
                 content.append(state["cw"])
             state["cw"] = ""
         elif not (self.ctx.tool_choice == "none" and self.ctx.tools):
+            if state.get("lw"):
+                content.append(state["lw"])
+                state["lw"] = ""
             if held and state["ph"] == "C":
                 content.append(held)
             elif held:
@@ -298,10 +301,16 @@ class MistralToolParser(ToolParser):
 
         if state["ph"] == "C":
             first = None
-            if not state.get("begun") and buf.strip():
+            if not state.get("begun") and self._forced():
+                if not buf.strip():
+                    state["lw"] = state.get("lw", "") + buf  # leading blanks: a bare array would drop them
+                    return
                 state["begun"] = True  # the output's first visible character decides a bare array
                 first = buf.lstrip()[:1]
-            if first in ("[", "{") and self._forced():
+                held, state["lw"] = state.get("lw", ""), ""
+                if first not in ("[", "{"):
+                    buf = held + buf
+            if first in ("[", "{"):
                 state["ph"] = "S"  # a guided bare array
             else:
                 at = buf.find(TOOL_CALLS)

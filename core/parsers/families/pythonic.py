@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 from collections.abc import Sequence
 from typing import Any
 
@@ -295,5 +296,6 @@ def _top_level_eq(segment: str) -> int:
     i = head.find("=")
     if i == -1 or head[i + 1:i + 2] == "=":
         return -1
-    return i if head[:i].strip().isidentifier() else -1
+    name = head[:i].strip()
+    return i if name.isidentifier() and not keyword.iskeyword(name) else -1
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -280,7 +281,8 @@ def pythonic_output(draw):
     calls = []
     for _ in range(draw(st.integers(1, 3))):
         name = draw(st.sampled_from(["f", "get_x", "search2"]))
-        kwargs = draw(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), py_values, max_size=3))
+        names = st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True).filter(lambda n: not keyword.iskeyword(n))
+        kwargs = draw(st.dictionaries(names, py_values, max_size=3))
         calls.append(f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")")
     return "[" + draw(st.sampled_from([", ", ","])).join(calls) + "]"
 
