@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from proxy.engine.sse import DONE, SSEDecoder
+from proxy.engine.sse import DONE, SSEDecoder, SSEError
 
 log = logging.getLogger("derender_proxy.engine")
 
@@ -246,7 +246,12 @@ class EngineStream:
                 self.abort()
                 raise EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream", started=self.started,
                                   retryable=True)
-            self._pending.extend(self._decoder.feed(data))
+            try:
+                self._pending.extend(self._decoder.feed(data))
+            except SSEError as exc:
+                self.abort()
+                raise EngineError(f"The inference engine sent an invalid stream ({exc}).", 502, "BadGatewayError",
+                                  kind="stream", started=self.started) from None
         payload = self._pending.popleft()
         if payload == DONE:
             self.finished = True

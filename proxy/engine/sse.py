@@ -10,6 +10,12 @@ Per the SSE format, several `data:` lines in one event are joined with `\\n`, co
 from __future__ import annotations
 
 DONE = b"[DONE]"
+# an engine event is a few hundred bytes (a few MB with huge logprobs); more without an end is broken
+MAX_PENDING_BYTES = 64 * 1024 * 1024
+
+
+class SSEError(ValueError):
+    """The byte stream cannot be SSE (an event that never ends)."""
 
 
 class SSEDecoder:
@@ -27,6 +33,8 @@ class SSEDecoder:
             buf = buf.replace(b"\r\n", b"\n")
         end = buf.rfind(b"\n\n")
         if end < 0:
+            if len(buf) > MAX_PENDING_BYTES:
+                raise SSEError(f"an event longer than {MAX_PENDING_BYTES} bytes")
             self._buf = buf + hold
             return []
         self._buf = buf[end + 2:] + hold

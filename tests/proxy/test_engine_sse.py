@@ -45,3 +45,15 @@ def test_incomplete_event_is_pending():
     assert dec.feed(b'data: {"a":1}\n\ndata: {"b"') == [b'{"a":1}']
     assert dec.pending == b'data: {"b"'
     assert dec.feed(b":2}\n\n") == [b'{"b":2}']
+
+
+def test_an_event_that_never_ends_is_an_error(monkeypatch):
+    import pytest
+
+    from proxy.engine import sse
+
+    monkeypatch.setattr(sse, "MAX_PENDING_BYTES", 1000)
+    dec = sse.SSEDecoder()
+    dec.feed(b"data: " + b"x" * 900)
+    with pytest.raises(sse.SSEError):
+        dec.feed(b"y" * 200)
