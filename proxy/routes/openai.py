@@ -173,7 +173,8 @@ async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any)
         async for batch in _batches(stream, first, metrics):
             yield 0, batch
         return
-    queue: asyncio.Queue = asyncio.Queue()
+    # bounded: a slow client slows the pumps, which stop reading, which slows the engines (backpressure)
+    queue: asyncio.Queue = asyncio.Queue(maxsize=4 * len(sources))
     end = object()
 
     async def pump(i: int, stream: EngineStream, first: dict | None) -> None:
