@@ -181,10 +181,11 @@ async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any)
         try:
             async for batch in _batches(stream, first, metrics):
                 await queue.put((i, batch))
-        except BaseException as exc:  # the consumer re-raises it
-            await queue.put((i, exc))
-        finally:
             await queue.put((i, end))
+        except asyncio.CancelledError:
+            raise  # the consumer is gone: nothing to tell it
+        except Exception as exc:  # the consumer re-raises it (and cancels the other pumps)
+            await queue.put((i, exc))
 
     tasks = [asyncio.get_running_loop().create_task(pump(i, s, f)) for i, (s, f) in enumerate(sources)]
     remaining = len(tasks)
