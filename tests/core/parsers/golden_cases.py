@@ -298,6 +298,25 @@ def cases() -> list[dict]:
                     {"tools": TOOLS, "tool_choice": "required"},
                     {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}}):
         add("kimi", None, "kimi_k2", "x", request, tag="adjust")
+    # request semantics for every tool family: one reply with reasoning (where the family has it),
+    # content and two calls, under each tool_choice / parallel / include_reasoning variant
+    two_calls = {
+        ("qwen3", "qwen3", "qwen3_xml"): "<think>r</think>Sure." + xml("get_weather", [("city", "Paris")]) + xml("run", [("code", "x")]),
+        ("qwen3", "glm45", "glm45"): "<think>r</think>Sure." + gc + gc,
+        ("llama3", None, "llama3_json"): '{"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "search", "parameters": {"query": "q"}}',
+        ("llama3", None, "pythonic"): "[get_weather(city='Paris'), search(query='q')]",
+        ("deepseek", "deepseek_r1", "deepseek_v3"): "r</think>Sure." + b + v3 + "\n" + v3b + e,
+        ("deepseek", "deepseek_r1", "deepseek_v31"): "r</think>Sure." + b + v31 + v31b + e,
+        ("kimi", "kimi_k2", "kimi_k2"): "<think>r</think>Sure." + sb + k0 + k1 + se,
+        ("mistral13", "mistral", "mistral"): "[THINK]r[/THINK]Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"P\"}[TOOL_CALLS]search[ARGS]{}",
+        ("mistral3", None, "mistral"): 'Sure.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "P"}}, {"name": "search", "arguments": {}}]',
+    }
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for (tok, reasoning, tool), text in two_calls.items():
+        tools = xml_tools if tool == "qwen3_xml" else glm_tools if tool == "glm45" else TOOLS
+        for extra in ({"tool_choice": "none"}, {"tool_choice": "required"}, {"tool_choice": named},
+                      {"parallel_tool_calls": False}, {"include_reasoning": False}):
+            add(tok, reasoning, tool, text, {"tools": tools, **extra}, tag=f"semantics {tool} {sorted(extra)}")
     return out
 
 
