@@ -134,6 +134,10 @@ class ChoiceDecoder:
             self.finished = True
         return Step(step.text, ids, step.finish_reason, stop_reason, self._logprobs(ids, logprobs), had_output)
 
+    def shift_text_offset(self, offset: int) -> None:
+        """Completion logprob offsets start here (after an echoed prompt)."""
+        self._text_offset = offset
+
     def _logprobs(self, ids: list[int], logprobs: dict[str, Any] | None) -> dict[str, Any] | None:
         if self._texts is None:
             return None
@@ -275,10 +279,11 @@ def usage_chunk(request_id: str, created: int, model: str, object_name: str, pro
 
 
 def chat_response(request_id: str, created: int, model: str, choices: list[dict[str, Any]], prompt_tokens: int,
-                  completion_tokens: int, prompt_token_ids: list[int] | None) -> dict[str, Any]:
+                  completion_tokens: int, prompt_token_ids: list[int] | None,
+                  prompt_logprobs: list[Any] | None = None) -> dict[str, Any]:
     return {"id": request_id, "object": "chat.completion", "created": created, "model": model,
             "choices": choices, "service_tier": None, "system_fingerprint": None,
-            "usage": usage_full(prompt_tokens, completion_tokens), "prompt_logprobs": None,
+            "usage": usage_full(prompt_tokens, completion_tokens), "prompt_logprobs": prompt_logprobs,
             "prompt_token_ids": prompt_token_ids, "prompt_text": None, "kv_transfer_params": None,
             "ec_transfer_params": None, "metrics": None}
 
@@ -321,6 +326,39 @@ def completion_response(request_id: str, created: int, model: str, choices: list
             "choices": choices, "service_tier": None, "system_fingerprint": None,
             "usage": usage_full(prompt_tokens, completion_tokens), "kv_transfer_params": None,
             "ec_transfer_params": None, "metrics": None}
+
+
+def echo_logprobs(model: ModelInfo, prompt_token_ids: Sequence[int], prompt_logprobs: list[Any] | None,
+                  top_limit: int | None) -> dict[str, Any]:
+    """Completion logprobs of the echoed prompt (text_offset from 0), as vllm serve puts them first.
+
+    Values come from the engine's `prompt_logprobs` ([None, {"<id>": {"logprob", "rank", ...}}, ...])
+    when it sent them (non-streamed answers); otherwise, and for the first position, they are null."""
+    texts = TokenTexts.of(model.tokenizer)
+    offsets: list[int] = []
+    tokens: list[str] = []
+    values: list[float | None] = []
+    tops: list[dict[str, float] | None] = []
+    offset = 0
+    context: list[int] = []
+    for pos, tid in enumerate(prompt_token_ids):
+        token = texts.get(tid)[0]
+        if token.endswith("\ufffd"):
+            token = texts.repair(tid, context)
+        entry = prompt_logprobs[pos] if prompt_logprobs is not None and pos < len(prompt_logprobs) else None
+        candidates = entry if isinstance(entry, dict) else None
+        sampled = candidates.get(str(tid)) if candidates else None
+        offsets.append(offset)
+        tokens.append(token)
+        values.append(sampled.get("logprob") if isinstance(sampled, dict) else None)
+        if candidates:
+            ranked = list(candidates.items()) if top_limit is None else list(candidates.items())[:top_limit]
+            tops.append({texts.get(int(k))[0]: v.get("logprob") for k, v in ranked if isinstance(v, dict)})
+        else:
+            tops.append(None)
+        offset += len(token)
+        context = (context + [tid])[-4:]
+    return {"text_offset": offsets, "token_logprobs": values, "tokens": tokens, "top_logprobs": tops}
 
 
 def merge_logprobs(parts: list[dict[str, Any] | None], completion: bool) -> dict[str, Any] | None:
@@ -470,7 +508,8 @@ class CompletionChoiceStream:
     """One completions choice: engine chunk -> `choices[0]` of a text_completion chunk."""
 
     __slots__ = ("index", "decoder", "return_token_ids", "echo_text", "echo_only", "engine_done", "started",
-                 "text", "token_ids", "logprob_parts", "finish_reason", "stop_reason", "prompt_token_ids")
+                 "text", "token_ids", "logprob_parts", "finish_reason", "stop_reason", "prompt_token_ids",
+                 "prompt_logprobs", "model")
 
     def __init__(self, index: int, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: list[int], *,
                  return_token_ids: bool = False, echo_text: str | None = None, echo_only: bool = False) -> None:
@@ -481,6 +520,8 @@ class CompletionChoiceStream:
         self.echo_text = echo_text  # not None with echo: sent before the first generated text
         # echo with max_tokens 0: the engine generates one token (spec 2.2) that vLLM does not show
         self.echo_only = echo_only
+        self.model = model
+        self.prompt_logprobs: list[Any] | None = None  # the engine's, when it sent them (non-streamed)
         self.engine_done = False
         self.started = False
         self.text: list[str] = []
@@ -493,12 +534,23 @@ class CompletionChoiceStream:
     def finished(self) -> bool:
         return self.decoder.finished
 
+    def _echo_logprobs(self) -> dict[str, Any] | None:
+        """The echoed prompt's part of the logprobs (None without echo or logprobs)."""
+        if self.echo_text is None or not self.decoder.opts.logprobs:
+            return None
+        part = echo_logprobs(self.model, self.prompt_token_ids, self.prompt_logprobs, self.decoder.opts.top_limit)
+        if part["tokens"]:  # the generated tokens' offsets continue after the echoed text
+            self.decoder.shift_text_offset(part["text_offset"][-1] + len(part["tokens"][-1]))
+        return part
+
     def _step(self, choice: dict[str, Any]) -> tuple[Step, bool] | None:
         finish = choice.get("finish_reason")
         if finish is not None:
             self.engine_done = True
         first = not self.started
         self.started = True
+        if first and self.echo_text is not None:
+            self.logprob_parts.append(self._echo_logprobs())
         step = self.decoder.step(choice.get("token_ids") or (), finish, choice.get("stop_reason"),
                                  choice.get("logprobs"))
         if step is None:
@@ -522,10 +574,14 @@ class CompletionChoiceStream:
             return None
         step, first = result
         text = "" if self.echo_only else step.text
+        logprobs = step.logprobs
         prompt_ids = None
         if first:
             if self.echo_text is not None:
                 text = self.echo_text + text
+                echoed = self.logprob_parts.pop() if self.logprob_parts else None
+                if echoed is not None:
+                    logprobs = merge_logprobs([echoed, None if self.echo_only else logprobs], completion=True)
             if self.return_token_ids:
                 prompt_ids = self.prompt_token_ids
         elif not text and not step.token_ids and step.finish_reason is None:
@@ -533,15 +589,20 @@ class CompletionChoiceStream:
         usage = None
         if continuous_usage_prompt is not None:
             usage = usage_short(continuous_usage_prompt, self.decoder.num_tokens)
-        return completion_chunk(request_id, created, model, self.index, text, step.logprobs, step.finish_reason,
+        return completion_chunk(request_id, created, model, self.index, text, logprobs, step.finish_reason,
                                 step.stop_reason, prompt_ids, step.token_ids if self.return_token_ids else None,
                                 usage)
 
     def response_choice(self) -> dict[str, Any]:
         text = "" if self.echo_only else "".join(self.text)
+        parts = self.logprob_parts
         if self.echo_text is not None:
             text = self.echo_text + text
-        return completion_response_choice(
-            self.index, text, merge_logprobs(self.logprob_parts, completion=True), self.finish_reason,
+            if self.echo_only:
+                parts = parts[:1]  # the echoed prompt only
+        choice = completion_response_choice(
+            self.index, text, merge_logprobs(parts, completion=True), self.finish_reason,
             self.stop_reason, list(self.token_ids) if self.return_token_ids else None,
             self.prompt_token_ids if self.return_token_ids else None)
+        choice["prompt_logprobs"] = self.prompt_logprobs
+        return choice

@@ -144,6 +144,7 @@ class Sampling:
     ignore_eos: bool = False
     logprobs: int | None = None
     forced_token: int | None = None  # a logit_bias >= FORCING_BIAS (or a single allowed id) wins every step
+    prompt_logprobs: int | None = None
 
 
 FORCING_BIAS = 50.0
@@ -163,6 +164,19 @@ def _forced_token(params: dict[str, Any]) -> int | None:
         if value >= FORCING_BIAS:
             return token
     return None
+
+
+def _prompt_logprobs(params: dict[str, Any], max_logprobs: int) -> int | None:
+    value = params.get("prompt_logprobs")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise bad_request(f"prompt_logprobs must be non-negative or -1, got {value}.")
+    requested = 1 << 30 if value == -1 else value
+    if requested > max_logprobs:
+        raise bad_request(f"Requested prompt logprobs of {requested}, which is greater than max allowed: "
+                          f"{max_logprobs}")
+    return value
 
 
 def _number(params: dict[str, Any], key: str, default: Any) -> Any:
@@ -225,7 +239,7 @@ def parse_sampling(params: dict[str, Any], prompt_len: int, max_model_len: int,
         raise bad_request("stop_token_ids must be a list of integers.")
     return Sampling(n=n, max_tokens=max_tokens, min_tokens=min_tokens, stop_token_ids=frozenset(stop_ids),
                     ignore_eos=bool(params.get("ignore_eos")), logprobs=logprobs,
-                    forced_token=_forced_token(params))
+                    forced_token=_forced_token(params), prompt_logprobs=_prompt_logprobs(params, max_logprobs))
 
 
 def check_request(req: GenerateRequestIn, model: ModelInfo) -> Sampling:
@@ -238,7 +252,8 @@ def check_request(req: GenerateRequestIn, model: ModelInfo) -> Sampling:
             f"output_mode={req.output_mode!r} requires a tokenizer, but this server does not load one "
             "(--tokens-only or --skip-tokenizer-init). Send the request to a server that loads a tokenizer, "
             "or use output_mode='tokens'.")
-    top = model.tokenizer.max_token_id
+    vocab_size = model.hf_config.get("vocab_size") if isinstance(model.hf_config, dict) else None
+    top = max(model.tokenizer.max_token_id, vocab_size - 1 if isinstance(vocab_size, int) else 0)
     bad = next((i for i in req.token_ids if i > top), None)
     if bad is not None:
         raise bad_request(f"Token id {bad} is out of vocabulary")
@@ -411,6 +426,20 @@ class Generation:
 
     # -- non-streaming ---------------------------------------------------------------------------
 
+    def prompt_logprobs(self) -> list[Any] | None:
+        """vLLM's prompt_logprobs: null for the first position, then {"<id>": {logprob, rank,
+        decoded_token}} with the prompt token first and the top k after it (no tokenizer: no text)."""
+        k = self.sampling.prompt_logprobs
+        if k is None:
+            return None
+        k = min(k, MAX_LOGPROBS) if k >= 0 else MAX_LOGPROBS
+        out: list[Any] = [None]
+        for pos in range(1, len(self.prompt_ids)):
+            entry = fake_logprobs(self.prompt_ids[pos], pos, k, self.vocab_size)
+            out.append({str(c["token_id"]): {"logprob": c["logprob"], "rank": c["rank"], "decoded_token": None}
+                        for c in entry["top_logprobs"]})
+        return out
+
     def response(self, aborted: bool = False) -> dict[str, Any]:
         """The GenerateTokensResponse (full dump, vLLM field order)."""
         choices = []
@@ -431,7 +460,7 @@ class Generation:
             "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
                       "completion_tokens": completion, "prompt_tokens_details": None,
                       "completion_tokens_details": None},
-            "prompt_logprobs": None, "prompt_token_id_logprobs": None,
+            "prompt_logprobs": self.prompt_logprobs(), "prompt_token_id_logprobs": None,
             "prompt_token_ids": self.prompt_ids if self.return_token_ids else None,
             "mm_placeholders": None, "metrics": None, "kv_transfer_params": None, "ec_transfer_params": None,
             "output_mode": "tokens", "choices": choices,

@@ -78,6 +78,14 @@ def engine_status_error(status: int, body: bytes) -> EngineError:
                        retryable=True)
 
 
+INVALID_RESPONSE_MESSAGE = "The inference engine sent an invalid response."
+
+
+def invalid_response(started: bool = False) -> EngineError:
+    """Engine output that is not what the tokens-only protocol says (not JSON, not an object, bad fields)."""
+    return EngineError(INVALID_RESPONSE_MESSAGE, 502, "BadGatewayError", kind="stream", started=started)
+
+
 def stream_error_event(payload: dict[str, Any]) -> EngineError:
     """A `data: {"error": ...}` event from the engine, after the stream started."""
     err = payload.get("error")
@@ -143,10 +151,12 @@ class Engine:
         if resp.status != 200:
             raise engine_status_error(resp.status, data)
         try:
-            return orjson.loads(data)
+            answer = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise EngineError("The inference engine sent an invalid response.", 502, "BadGatewayError",
-                              kind="stream") from None
+            answer = None
+        if not isinstance(answer, dict):
+            raise invalid_response()
+        return answer
 
     async def _read_full(self, resp: aiohttp.ClientResponse) -> bytes:
         try:
@@ -262,9 +272,10 @@ class EngineStream:
         try:
             event = orjson.loads(payload)
         except orjson.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict):
             self.abort()
-            raise EngineError("The inference engine sent an invalid event.", 502, "BadGatewayError",
-                              kind="stream", started=self.started) from None
+            raise invalid_response(started=self.started)
         if "error" in event and "choices" not in event:
             self.abort()
             raise stream_error_event(event)

@@ -42,7 +42,7 @@ from core.render import RenderOptions, effective_chat_kwargs, render_chat, rende
 from proxy import lifecycle
 from proxy.app import STATE
 from proxy.engine import pool as engine_pool
-from proxy.engine.client import EngineError, EngineStream
+from proxy.engine.client import EngineError, EngineStream, invalid_response
 from proxy.engine.pool import EnginePool, pool_of
 from proxy.http import json_response, read_json_object, validate
 from proxy.metrics import METRICS
@@ -106,6 +106,7 @@ class EngineRun:
         self.streams: list[EngineStream] = []
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.prompt_logprobs: list[Any] = []  # per prompt, from non-streamed engine answers
         self._t0 = time.monotonic()
 
     async def open(self, body: dict[str, Any], prompt_ids: Sequence[int]) -> tuple[EngineStream, dict | None]:
@@ -203,6 +204,31 @@ async def _merged(sources: list[tuple[EngineStream, dict | None]], metrics: Any)
             task.cancel()
 
 
+GENERATION_FAILED = "Internal server error"
+
+
+def engine_choices(event: dict[str, Any], started: bool) -> list[dict[str, Any]]:
+    """The choices of an engine answer or event, checked: a list of objects with int indexes.
+
+    A choice that finished with "error" is a generation failure the engine should have reported
+    itself (vLLM turns it into a 500): relayed as a 502 with vLLM's message (an error event once
+    streaming)."""
+    choices = event.get("choices")
+    if choices is None:
+        return []
+    if not isinstance(choices, list):
+        raise invalid_response(started)
+    for choice in choices:
+        if not isinstance(choice, dict) or not isinstance(choice.get("index", 0), int):
+            raise invalid_response(started)
+        ids = choice.get("token_ids")
+        if ids is not None and (not isinstance(ids, list) or not all(type(t) is int for t in ids)):
+            raise invalid_response(started)
+        if choice.get("finish_reason") == "error":
+            raise EngineError(GENERATION_FAILED, 502, "BadGatewayError", kind="stream", started=started)
+    return choices
+
+
 async def _all_or_none(run: EngineRun, coros: list[Any]) -> list[Any]:
     """Run one engine call per prompt concurrently; on the first failure (or a cancellation),
     cancel the others and abort every engine request already started, then re-raise."""
@@ -269,7 +295,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     created = int(time.time())
     if req.stream:
         return await _chat_stream(request, run, req, gen, choices, created, model)
-    return await _chat_full(run, req, gen, choices, created, model, bool(opts.stop))
+    # stop strings read the engine stream to cut it short; prompt logprobs exist only in the full answer
+    use_stream = bool(opts.stop) and sampling.get("prompt_logprobs") is None
+    return await _chat_full(run, req, gen, choices, created, model, use_stream)
 
 
 async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list[Any]], use_stream: bool) -> None:
@@ -278,12 +306,22 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
         async def one(gen: dict[str, Any], group: list[Any]) -> None:
             try:
                 _, response = await run.pool.generate(engine_body(gen, stream=False), gen["token_ids"])
+                choices = engine_choices(response, started=False)
             except EngineError as exc:
                 raise _client_error(exc) from None
-            for choice in response.get("choices") or []:
-                index = choice.get("index", 0)
-                if 0 <= index < len(group):
-                    group[index].collect(choice)
+            prompt_logprobs = response.get("prompt_logprobs")
+            run.prompt_logprobs.append(prompt_logprobs if isinstance(prompt_logprobs, list) else None)
+            for c in group:
+                if hasattr(c, "prompt_logprobs"):
+                    c.prompt_logprobs = run.prompt_logprobs[-1]
+            try:
+                for choice in choices:
+                    index = choice.get("index", 0)
+                    if 0 <= index < len(group):
+                        group[index].collect(choice)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                log.exception("derendering the engine answer failed")
+                raise _client_error(invalid_response()) from None
         await _all_or_none(run, [one(g, grp) for g, grp in zip(gens, groups)])
         return
     sources = await _all_or_none(run, [run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens])
@@ -292,7 +330,7 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
         async for i, batch in _merged(sources, run.metrics):
             group = groups[i]
             for event in batch:
-                for choice in event.get("choices") or ():
+                for choice in engine_choices(event, started=True):
                     index = choice.get("index", 0)
                     if 0 <= index < len(group):
                         group[index].collect(choice)
@@ -303,6 +341,11 @@ async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list
             if not live:
                 break
     except EngineError as exc:
+        run.failed(exc)
+        raise _client_error(exc) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        log.exception("derendering the engine stream failed")
+        exc = invalid_response(started=True)
         run.failed(exc)
         raise _client_error(exc) from None
 
@@ -322,7 +365,8 @@ async def _chat_full(run: EngineRun, req: ChatCompletionRequest, gen: dict[str, 
     run.count(0, completion)
     run.report_tokens()
     return json_response(chat_response(gen["request_id"], created, model.name, out, len(gen["token_ids"]),
-                                       completion, gen["token_ids"] if req.return_token_ids else None))
+                                       completion, gen["token_ids"] if req.return_token_ids else None,
+                                       run.prompt_logprobs[0] if run.prompt_logprobs else None))
 
 
 async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletionRequest, gen: dict[str, Any],
@@ -360,7 +404,7 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                 async for batch in _batches(stream, first, run.metrics):
                     out = []
                     for event in batch:
-                        for choice in event.get("choices") or ():
+                        for choice in engine_choices(event, started=True):
                             index = choice.get("index", 0)
                             if not 0 <= index < len(choices):
                                 continue
@@ -383,6 +427,11 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                 else:
                     run.failed(exc)
                     error = _error_event(exc)
+            except Exception:  # the response has started: never let a bug corrupt it, end it properly
+                log.exception("derendering the engine stream failed")
+                exc = invalid_response(started=True)
+                run.failed(exc)
+                error = _error_event(exc)
             completion = sum(c.decoder.num_tokens for c in choices)
             run.count(0, completion)
             tail = []
@@ -411,7 +460,9 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
 def check_vocabulary(model: ModelInfo, gens: list[dict[str, Any]]) -> None:
     """Prompt ids the client sent as ids must exist: a tokens-only engine has no tokenizer to check
     them (vLLM 0.32's engine process dies on one), so answer vllm serve's 400 here."""
-    top = model.tokenizer.max_token_id
+    # vLLM's renderer: max(tokenizer's max id, config vocab_size - 1) (embedding padding rows count)
+    vocab_size = model.hf_config.get("vocab_size") if isinstance(model.hf_config, dict) else None
+    top = max(model.tokenizer.max_token_id, vocab_size - 1 if isinstance(vocab_size, int) else 0)
     for gen in gens:
         highest = max(gen["token_ids"], default=0)
         if highest > top:
@@ -457,7 +508,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if req.stream:
         return await _completion_stream(request, run, req, gens, groups, created, model, base_id)
     try:
-        await _collect(run, gens, groups, use_stream=bool(opts.stop))
+        await _collect(run, gens, groups, use_stream=bool(opts.stop) and sampling.get("prompt_logprobs") is None)
     except asyncio.CancelledError:
         run.abort_all("client_disconnect")
         raise
@@ -494,7 +545,7 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                     group = groups[p]
                     out = []
                     for event in batch:
-                        for choice in event.get("choices") or ():
+                        for choice in engine_choices(event, started=True):
                             index = choice.get("index", 0)
                             if not 0 <= index < len(group):
                                 continue
@@ -518,6 +569,11 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                 else:
                     run.failed(exc)
                     error = _error_event(exc)
+            except Exception:  # the response has started: never let a bug corrupt it, end it properly
+                log.exception("derendering the engine stream failed")
+                exc = invalid_response(started=True)
+                run.failed(exc)
+                error = _error_event(exc)
             completion = sum(c.decoder.num_tokens for group in groups for c in group)
             run.count(0, completion)
             tail = []

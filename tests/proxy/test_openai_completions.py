@@ -183,3 +183,35 @@ def test_one_prompt_failing_aborts_the_others(qwen3):
             healthy.aborted.clear()
     finally:
         two.close()
+
+
+def test_prompt_logprobs_and_echo_logprobs_cover_the_prompt(stack, qwen3):
+    stack.set_replies([" and more"])
+    prompt = "Hello there"
+    n_prompt = len(qwen3.tokenizer.encode(prompt))
+    c = client(stack)
+    r = c.completions.create(model="tiny-qwen3", prompt=prompt, max_tokens=5, extra_body={"prompt_logprobs": 1})
+    got = r.choices[0].model_extra["prompt_logprobs"]
+    assert isinstance(got, list) and len(got) == n_prompt and got[0] is None  # passed on from the engine
+    for stream in (False, True):
+        r = c.completions.create(model="tiny-qwen3", prompt=prompt, echo=True, logprobs=1, max_tokens=5,
+                                 stream=stream)
+        choices = [ch.choices[0] for ch in r if ch.choices] if stream else [r.choices[0]]
+        text = "".join(ch.text for ch in choices)
+        tokens = [t for ch in choices if ch.logprobs for t in ch.logprobs.tokens]
+        offsets = [o for ch in choices if ch.logprobs for o in ch.logprobs.text_offset]
+        assert text == prompt + " and more"
+        assert "".join(tokens) == text + "<|im_end|>"  # echoed prompt, generated text, then the EOS token
+        assert all(text[o:o + len(t)] == t for t, o in zip(tokens, offsets) if o < len(text))
+        first = choices[0].logprobs
+        assert first.token_logprobs[0] is None  # nothing predicts the first prompt token
+
+
+def test_prompt_ids_are_checked_against_the_model_vocab(stack, qwen3):
+    stack.set_replies(["x"])
+    padding_row = qwen3.hf_config["vocab_size"] - 1  # past the tokenizer, inside the embedding: vLLM accepts
+    r = client(stack).completions.create(model="tiny-qwen3", prompt=[9707, padding_row], max_tokens=2)
+    assert r.choices[0].text
+    with pytest.raises(openai.BadRequestError) as err:
+        client(stack).completions.create(model="tiny-qwen3", prompt=[9707, padding_row + 1], max_tokens=2)
+    assert err.value.body["message"] == f"Token id {padding_row + 1} is out of vocabulary"

@@ -1,0 +1,80 @@
+"""An engine that breaks the protocol: the client still gets an OpenAI answer (502 before the
+stream, an error event then [DONE] after it), never a 500 with a traceback, never a hang."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aiohttp import web
+
+from proxy.app import create_app
+from proxy.config import ServerConfig
+from tests.proxy.frontdoor_stack import post_raw
+from tests.proxy.loopback import LoopbackServer
+
+BAD = {
+    "not_an_object": b"[1, 2]",
+    "string_ids": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"stop","token_ids":["a"]}]}',
+    "choices_not_a_list": b'{"request_id":"r","choices":{"index":0}}',
+    "finish_error": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"error","token_ids":[]}]}',
+    # only read when logprobs are asked for: the derender itself fails on it (not the shape check)
+    "bad_logprobs": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"stop","token_ids":[9707],'
+                    b'"logprobs":{"content":[{"token":"nonsense","logprob":-1.0}]}}]}',
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(qwen3):
+    fault = {"name": "not_an_object"}
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        payload = BAD[fault["name"]]
+        if not body.get("stream"):
+            return web.Response(body=payload, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'data: {"request_id":"r","choices":[{"index":0,"finish_reason":null,"token_ids":[9707]}]}'
+                         b"\n\n")
+        await resp.write(b"data: " + payload + b"\n\n" + b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    def engine_app() -> web.Application:
+        app = web.Application()
+        app.router.add_post("/inference/v1/generate", generate)
+        app.router.add_post("/inference/v1/abort_requests", ok)
+        app.router.add_get("/health", ok)
+        return app
+
+    engine = LoopbackServer(engine_app).start()
+    proxy = LoopbackServer(lambda: create_app(ServerConfig(engine_url=[engine.url], health_check_interval=0),
+                                              qwen3)).start()
+    yield proxy, fault
+    proxy.stop()
+    engine.stop()
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("path,body", [("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+                                       ("/v1/completions", {"prompt": "hi"})])
+def test_protocol_breaking_engine(hostile, name, path, body):
+    proxy, fault = hostile
+    fault["name"] = name
+    if name == "bad_logprobs":
+        body = {**body, "logprobs": True if path.endswith("chat/completions") else 1}
+    status, _, text = post_raw(proxy.url + path, {**body, "max_tokens": 5}, timeout=10)
+    assert status == 502, text
+    error = json.loads(text)["error"]
+    assert error["code"] == 502 and error["type"] == "BadGatewayError"
+    status, headers, text = post_raw(proxy.url + path, {**body, "max_tokens": 5, "stream": True}, timeout=10)
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    parts = text.split("\n\n")
+    assert parts[-2:] == ["data: [DONE]", ""]  # the stream ends properly
+    error = json.loads(parts[-3][len("data: "):])["error"]
+    assert error["code"] == 502
+    assert json.loads(parts[0][len("data: "):])["choices"]  # what came before the bad event went out
