@@ -280,10 +280,6 @@ def test_prompt_ids_past_the_vocab_never_reach_the_engine(door, qwen3, bad_id):
     assert json.loads(text)["error"]["message"] == f"Token id {bad_id} is out of vocabulary"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): check_vocabulary (proxy/routes/openai.py) bounds prompt ids by "
-                                       "the tokenizer's max id (151668) only; vLLM's renderer validate_token_ids uses "
-                                       "max(tokenizer.max_token_id, config vocab_size - 1) = 151935 for Qwen3, so "
-                                       "vllm serve accepts ids 151669..151935 (embedding padding rows)")
 def test_prompt_ids_inside_the_model_vocab_are_accepted_like_vllm(door, qwen3):
     assert qwen3.hf_config["vocab_size"] - 1 > qwen3.tokenizer.max_token_id
     door.set_replies(REPLIES[:1])
@@ -662,29 +658,12 @@ def hostile(qwen3):
     engine.stop()
 
 
-NOT_AN_OBJECT_BUG = pytest.mark.xfail(strict=True, reason=(
-    "BUG: an engine answer or SSE event that is JSON but not an object (e.g. [1, 2]) is a 500: "
-    "AttributeError 'list' object has no attribute 'get' in proxy/engine/client.py (stream next()) / "
-    "proxy/routes/openai.py _collect; should be a 502 'invalid engine response' (stream: error event)"))
-MID_STREAM_EXCEPTION_BUG = pytest.mark.xfail(strict=True, reason=(
-    "BUG: any non-EngineError exception raised while derendering after the SSE response started (here a "
-    "TypeError on string token ids from the engine) escapes _chat_stream/_completion_stream "
-    "(proxy/routes/openai.py) to error_middleware, which writes a fresh 'HTTP/1.1 400' response INTO the "
-    "chunked 200 stream: the client sees a corrupt response, no error event and no [DONE]. Catch Exception "
-    "in the stream loop (log it, send a data: error event, then [DONE])"))
-
-
 def _misbehaving_params():
     out = []
     for api in ("chat", "completions"):
         for stream in (False, True):
             for name in sorted(ENGINE_FAULTS):
-                marks = []
-                if name == "not_an_object":
-                    marks = [NOT_AN_OBJECT_BUG]
-                elif name == "string_ids" and stream:
-                    marks = [MID_STREAM_EXCEPTION_BUG]
-                out.append(pytest.param(name, stream, api, marks=marks,
+                out.append(pytest.param(name, stream, api,
                                         id=f"{api}-{'stream' if stream else 'full'}-{name}"))
     return out
 
@@ -714,13 +693,6 @@ def test_misbehaving_engine_never_500_never_hangs(hostile, name, stream, api):
         json.loads(text)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: /v1/completions with echo + logprobs: the logprobs leave out the echoed "
-                                       "prompt tokens and text_offset ignores the echoed prompt (text 'Hello "
-                                       "thereAlpha...' gives tokens ['Alpha', ...] at offset 0). vllm serve "
-                                       "(completion/serving.py) returns prompt + output tokens, the engine's "
-                                       "prompt_logprobs first (render already asks for them), and offsets over "
-                                       "the whole echoed text. core/frontdoor.py CompletionChoiceStream / "
-                                       "proxy/routes/openai.py completions ignore prompt_logprobs")
 @pytest.mark.parametrize("stream", [False, True])
 def test_echo_with_logprobs_covers_the_prompt_and_offsets_match_the_text(door, qwen3, stream):
     door.set_replies(REPLIES[:1])
@@ -750,11 +722,6 @@ def _oracle_engine_up() -> bool:
 
 
 @pytest.mark.oracle
-@pytest.mark.xfail(strict=True, reason="BUG: prompt_logprobs are dropped by the front door: render asks the engine "
-                                       "for them and the real engine returns them (top-level prompt_logprobs of "
-                                       "its generate response), but /v1/completions answers prompt_logprobs null "
-                                       "per choice and /v1/chat/completions null at the top (core/frontdoor.py "
-                                       "completion_response / chat_response hard-code None)")
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_prompt_logprobs_reach_the_client_through_the_real_engine(qwen3, api):
     if not _oracle_engine_up():
