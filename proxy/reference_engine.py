@@ -249,6 +249,9 @@ def add_reference_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_reference_engine(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no PyTorch banner: we only need tokenizers
     from proxy.cli import load_served_model
     from proxy.config import ServerConfig
 
