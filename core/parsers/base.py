@@ -59,6 +59,10 @@ class ReasoningParser(ABC):
     """Splits model text into reasoning and content."""
 
     name: ClassVar[str]
+    # vLLM's engine-based parsers drop the text of every tokenizer special token that is not one
+    # of their MARKERS, everywhere in the output (core/parsers/special.py); the pipeline applies it
+    drops_special_tokens: bool = False
+    MARKERS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx
@@ -111,6 +115,9 @@ class ToolParser(ABC):
     # vLLM's engine-based parsers (one grammar for the whole output): their content is used even
     # when no call was found (markup removed), and they run under tool_choice "none" too
     engine_based: ClassVar[bool] = False
+    # as for reasoning parsers: the engine drops special-token text that is not one of its MARKERS
+    drops_special_tokens: bool = False
+    MARKERS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx

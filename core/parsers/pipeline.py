@@ -12,7 +12,10 @@ steps 6-8, 5.3, 6.2):
 * `include_reasoning: false` hides reasoning; `finish_reason` becomes "tool_calls" when calls
   were returned, the engine said "stop" and the choice is not a named tool;
 * whitespace-only content before tool calls is dropped (held back while streaming until it is
-  known whether a call follows).
+  known whether a call follows);
+* an engine-based family (`drops_special_tokens`) drops the text of the tokenizer's other
+  special tokens: before the reasoning parser when it is the engine one (so reasoning, content
+  and tool calls are all cleaned), else from the content before an engine tool parser.
 
 All progress lives in one JSON-able `state` dict (the families' states inside it); its size is
 bounded by the current tool call, not by the output. Tool-call ids are derived from a per-stream
@@ -34,6 +37,7 @@ from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import JsonScanner, new_state
 from core.parsers.registry import get_reasoning_parser, get_tool_parser
+from core.parsers.special import SpecialTokenDropper, dropper_for
 
 _WS = " \t\n\r"
 
@@ -113,6 +117,20 @@ class ChatOutputParser:
             self.mode = "plain"
         # ids the family mints itself (kimi_k2 counts from the calls already in the history)
         self.id_base = history_tool_call_count(request) if tools is not None else 0
+        self.drop_stage, self.dropper = self._special_token_drop(model)
+
+    def _special_token_drop(self, model: ModelInfo) -> tuple[str | None, SpecialTokenDropper | None]:
+        """Where special-token text is dropped: "r" before reasoning, "t" before tools, or nowhere."""
+        reasoning, tools = self.reasoning, self.tools
+        if reasoning is not None and reasoning.drops_special_tokens:
+            stage = "r"
+        elif tools is not None and tools.drops_special_tokens:
+            stage = "t"
+        else:
+            return None, None
+        markers = frozenset((reasoning.MARKERS if reasoning else ()) + (tools.MARKERS if tools else ()))
+        dropper = dropper_for(model.tokenizer, markers)
+        return (stage, dropper) if dropper else (None, None)
 
     @classmethod
     def for_request(cls, *, model: ModelInfo, reasoning_parser: str | None, tool_call_parser: str | None,
@@ -175,17 +193,28 @@ class ChatOutputParser:
         return state
 
     def feed(self, state: dict[str, Any], text: str, token_ids: Sequence[int]) -> dict[str, Any] | None:
+        if self.drop_stage == "r":
+            text = self.dropper.feed(state, text)
         if self.reasoning is not None:
             reasoning, content = self.reasoning.feed(state["r"], text, token_ids)
         else:
             reasoning, content = "", text
+        if self.drop_stage == "t":
+            content = self.dropper.feed(state, content)
         content, calls = self._tool_phase(state, content, token_ids, final=False)
         return self._delta(state, reasoning, content, calls)
 
     def finish(self, state: dict[str, Any]) -> dict[str, Any] | None:
         reasoning, content = ("", "")
         if self.reasoning is not None:
-            reasoning, content = self.reasoning.finish(state["r"])
+            if self.drop_stage == "r":
+                held = self.dropper.finish(state)
+                if held:
+                    reasoning, content = self.reasoning.feed(state["r"], held, ())
+            more_reasoning, more_content = self.reasoning.finish(state["r"])
+            reasoning, content = reasoning + more_reasoning, content + more_content
+        if self.drop_stage == "t":
+            content = self.dropper.feed(state, content) + self.dropper.finish(state)
         content, calls = self._tool_phase(state, content, (), final=True)
         return self._delta(state, reasoning, content, calls)
 
@@ -325,10 +354,14 @@ class ChatOutputParser:
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, list[dict]]:
         """(reasoning, content, tool_calls) exactly as vLLM 0.33's non-streaming derender."""
+        if self.drop_stage == "r":
+            text = self.dropper.apply(text)
         if self.reasoning is not None:
             reasoning, content = self.reasoning.parse_complete(text, token_ids, prompt_token_ids)
         else:
             reasoning, content = None, text
+        if self.drop_stage == "t" and content:
+            content = self.dropper.apply(content)
         calls, content = self._extract_tool_calls(content, token_ids)
         if not self.include_reasoning:
             reasoning = None

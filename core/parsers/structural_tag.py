@@ -5,9 +5,10 @@ xgrammar structural tag whenever the tool parser has a builtin tag model and the
 it: tool_choice "required" or a named tool, "auto" with `parallel_tool_calls: false` or with a
 tool marked `strict: true`. The tag lists, per callable tool, the family's call envelope
 (`begin`/`end` around the arguments' JSON); arguments are free JSON (`true`) unless the tool
-is strict, in which case they follow its `parameters` schema. With "auto" and a response format,
-the tag is or-ed with that format. The string is `json.dumps` of the tag, so key order and
-spacing here are part of the wire format (they end up in `sampling_params`).
+is strict, in which case they follow its `parameters` schema (still `true` when it has none).
+With "auto" and a response format, the tag is or-ed with that format. The string is
+`json.dumps` of the tag, so key order and spacing here are part of the wire format (they end up
+in `sampling_params`).
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class TagModel:
         tags = []
         for function in tools:
             strict = function.get("strict") is True
+            # vLLM's get_function_parameters / xgrammar's: no parameters means free JSON too
             schema = (function.get("parameters") if function.get("parameters") is not None
-                      else {"type": "object"}) if strict else True
+                      else True) if strict else True
             content = _json_content(schema)
             content["style"] = self.style
             for begin, end in self.envelopes:

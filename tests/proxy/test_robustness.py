@@ -559,7 +559,7 @@ async def test_auth_cannot_be_bypassed_by_path_tricks_and_open_routes_stay_open(
 # 127.0.0.1:8110 with hermes + qwen3: {content, reasoning, tool call arguments}).
 # vLLM's parser engine drops the text of EVERY tokenizer special token that is not one of its markers
 # (vllm/parser/engine/streaming_parser_engine.py _build_drop_info over tokenizer.all_special_tokens);
-# ours drops only <|im_start|>/<|im_end|> (core/parsers/families/think.py TURN_BOUNDARIES).
+# so do we (core/parsers/special.py, applied by the pipeline for the engine-based families).
 SPECIAL_CASES = [
     ("content_endoftext", ["<think>\nr\n</think>\n\nA", 151643, "B"], {}, ("\n\nAB", "\nr\n", None)),
     ("content_box", ["<think>\nr\n</think>\n\nA", 151648, "B"], {}, ("\n\nAB", "\nr\n", None)),
@@ -569,11 +569,6 @@ SPECIAL_CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: with the qwen3 reasoning parser, the text of special tokens other than "
-                                       "<|im_start|>/<|im_end|> (<|endoftext|>, <|box_start|>, ...) leaks into "
-                                       "content, reasoning and tool arguments; vLLM 0.33 drops every special token "
-                                       "that is not a parser marker (core/parsers/families/think.py "
-                                       "Qwen3ReasoningParser.TURN_BOUNDARIES is too narrow)")
 @pytest.mark.parametrize("case", range(len(SPECIAL_CASES)), ids=[c[0] for c in SPECIAL_CASES])
 async def test_special_token_text_never_reaches_parsed_output(clients, qwen3, case):
     _, pieces, extra, (content, reasoning, args) = SPECIAL_CASES[case]
@@ -774,12 +769,6 @@ async def test_many_short_messages_do_not_stall_the_event_loop(clients):
     assert max(gaps) < max(0.1, elapsed / 3), f"event loop stalled {max(gaps) * 1e3:.0f} ms of {elapsed * 1e3:.0f} ms"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a non-streaming derender with many logprobs stalls the event loop: "
-                                       "proxy/routes/derender.py validates the body with pydantic on the loop "
-                                       "(~0.5 s for 2000 tokens x 20 top_logprobs) and _work_size counts only "
-                                       "token_ids (ids*4 < 16384), so the ~0.5 s logprob resolution also runs "
-                                       "inline. Weigh logprob entries into _work_size and validate large bodies "
-                                       "in the pool too")
 async def test_large_logprob_derender_does_not_stall_the_event_loop(clients, qwen3):
     client = clients["plain"]
     ids = qwen3.tokenizer.encode(" the quick brown fox 世界 🎉" * 250)[:2000]

@@ -28,7 +28,7 @@ from core.parsers.families.qwen3_xml import _merge, coerce, schema_types
 from core.parsers.families.think import THINK_END, THINK_START, Action, ThinkTagReasoningParser
 from core.parsers.jsonstream import dumps_str_body
 from core.parsers.registry import register_reasoning, register_tool
-from core.parsers.structural_tag import TagModel, apply_structural_tag
+from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
 from core.parsers.text import find_first, partial_suffix
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
@@ -44,6 +44,8 @@ def _thinking(kwargs: dict[str, Any]) -> bool:
 @register_reasoning("glm45", "glm47")
 class Glm45ReasoningParser(ThinkTagReasoningParser):
     name = "glm45"
+    drops_special_tokens = True  # the engine drops other special tokens, thinking or not
+    MARKERS = (THINK_START, THINK_END, TOOL_START, TOOL_END, KEY, KEY_END, VALUE, VALUE_END)
 
     def __init__(self, ctx: ParserContext) -> None:
         self.thinking = _thinking(ctx.chat_template_kwargs)
@@ -69,6 +71,8 @@ class Glm45ReasoningParser(ThinkTagReasoningParser):
         return "R"
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        if not self.thinking:
+            return True  # vLLM: without thinking, `<think>` in the prompt opens nothing
         for tid in reversed(token_ids):
             if tid in self.reasoning_end_ids:
                 return True
@@ -76,7 +80,7 @@ class Glm45ReasoningParser(ThinkTagReasoningParser):
                 return False
             if tid in self.boundary_ids:
                 break
-        return not self.thinking
+        return False
 
     # the reasoning is right-stripped: hold its trailing whitespace until more reasoning comes
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
@@ -112,29 +116,83 @@ class Glm45ReasoningParser(ThinkTagReasoningParser):
 GLM_EXCLUDES = [THINK_START, THINK_END, TOOL_START, TOOL_END, KEY, KEY_END, VALUE, VALUE_END]
 
 
+def _any_text() -> dict[str, Any]:
+    return {"type": "any_text", "excludes": list(GLM_EXCLUDES), "max_tokens": None, "max_chars": None}
+
+
+def _one_or_or(formats: list[dict[str, Any]]) -> dict[str, Any]:
+    return formats[0] if len(formats) == 1 else {"type": "or", "elements": formats}
+
+
+def _glm_value_format(prop: Any) -> dict[str, Any]:
+    """A value's format as vLLM's `_glm_4_7_value_format`: enum constants, free text for strings,
+    else the bare JSON type (`{"type": T}`: the rest of the property schema is not used)."""
+    prop = prop if isinstance(prop, dict) else {}
+    if "enum" in prop:
+        values = prop["enum"] if isinstance(prop["enum"], list) else []
+        return _one_or_or([{"type": "const_string", "value": v if isinstance(v, str) else json.dumps(v)}
+                           for v in values])
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        formats = [_glm_value_format({"type": t}) for t in kind if t != "string"]
+        if "string" in kind:
+            formats.append(_any_text())
+        return _one_or_or(formats)
+    if kind in (None, "string"):
+        return _any_text()
+    return _json_content({"type": kind})
+
+
+def _glm_plain_properties(params: dict[str, Any]) -> dict[str, Any] | None:
+    """`properties` when the schema is a plain object schema (else the arguments are free)."""
+    properties = params.get("properties")
+    if (not isinstance(properties, dict) or not properties or params.get("additionalProperties") is True
+            or any(key in params for key in ("$ref", "allOf", "anyOf", "oneOf", "patternProperties"))):
+        return None
+    return properties
+
+
+def _glm_xml_content(schema: Any) -> dict[str, Any]:
+    content = _json_content(schema)
+    content["style"] = "glm_xml"
+    return content
+
+
 class GlmTagModel(TagModel):
-    """xgrammar's GLM-4.7 tag: per tool, any number of `<arg_key>K</arg_key><arg_value>V</arg_value>`
-    pairs; string properties are free text, others follow their JSON schema."""
+    """vLLM's GLM-4.7 tag (`_glm_4_7_tool_tag`): per non-strict tool with a plain object schema,
+    any number of `<arg_key>K</arg_key><arg_value>V</arg_value>` pairs with pinned keys and basic
+    value types; other tools (and strict ones) take their arguments as `glm_xml` JSON schema."""
 
     def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tags = []
         for function in tools:
-            params = function.get("parameters") if isinstance(function.get("parameters"), dict) else {}
-            props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
-            elements = []
-            for key, prop in props.items():
-                if schema_types(prop) == {"string"}:
-                    value = {"type": "any_text", "excludes": GLM_EXCLUDES, "max_tokens": None, "max_chars": None}
+            raw = function.get("parameters")
+            if function.get("strict") is True:
+                content = _glm_xml_content(raw if raw is not None else True)
+            else:
+                props = _glm_plain_properties(raw if isinstance(raw, dict) else {})
+                if props is None:
+                    content = _glm_xml_content(True)
                 else:
-                    value = {"type": "json_schema", "json_schema": prop, "style": "json", "any_order": False,
-                             "max_whitespace_cnt": None, "excludes": []}
-                elements.append({"type": "sequence", "elements": [
-                    {"type": "const_string", "value": f"{KEY}{key}{KEY_END}{VALUE}"}, value,
-                    {"type": "const_string", "value": VALUE_END}]})
-            tags.append({"type": "tag", "begin": TOOL_START + function.get("name", ""),
-                         "content": {"type": "star", "content": {"type": "or", "elements": elements}},
+                    pairs = [{"type": "sequence", "elements": [
+                        {"type": "const_string", "value": f"{KEY}{key}{KEY_END}{VALUE}"}, _glm_value_format(prop),
+                        {"type": "const_string", "value": VALUE_END}]} for key, prop in props.items()]
+                    content = {"type": "star", "content": _one_or_or(pairs)}
+            tags.append({"type": "tag", "begin": TOOL_START + function.get("name", ""), "content": content,
                          "end": TOOL_END})
         return tags
+
+    def format(self, tools: list[dict[str, Any]], required: bool, named: bool = False) -> dict[str, Any]:
+        if tools and all(f.get("strict") is True for f in tools):
+            # all (callable) tools strict: vLLM hands over to xgrammar's builtin GLM-4.7 tag, where
+            # a named tool is one bare tag and "required" stays a triggered list
+            tags = self.tags(tools)
+            if named and len(tags) == 1:
+                return tags[0]
+            if required and not named:
+                return {"type": "triggered_tags", "triggers": self.triggers, "tags": tags,
+                        "at_least_one": True, "stop_after_first": False, "excludes": self.excludes}
+        return super().format(tools, required, named)
 
 
 @register_tool("glm45", "glm47")
@@ -142,6 +200,8 @@ class Glm45ToolParser(ToolParser):
     name = "glm45"
     supports_required_and_named = False
     engine_based = True
+    drops_special_tokens = True
+    MARKERS = Glm45ReasoningParser.MARKERS
     TAG_MODEL = GlmTagModel([], [TOOL_START], excludes=[THINK_START, THINK_END, TOOL_END, KEY, KEY_END, VALUE, VALUE_END],
                             named_single_tag=False, function_level=True)
 

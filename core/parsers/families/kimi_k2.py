@@ -45,6 +45,7 @@ def _thinking(kwargs: dict[str, Any]) -> bool:
 @register_reasoning("kimi_k2")
 class KimiK2ReasoningParser(Glm45ReasoningParser):
     name = "kimi_k2"
+    MARKERS = (THINK_START, THINK_END, SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARG_BEGIN, CALL_END)
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
@@ -104,6 +105,8 @@ class KimiK2ToolParser(ToolParser):
     name = "kimi_k2"
     supports_required_and_named = False
     engine_based = True
+    drops_special_tokens = True
+    MARKERS = KimiK2ReasoningParser.MARKERS
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)

@@ -46,10 +46,12 @@ def mistral_id() -> str:
 @register_reasoning("mistral")
 class MistralReasoningParser(Glm45ReasoningParser):
     name = "mistral"
+    MARKERS = (THINK, THINK_END, TOOL_CALLS, ARGS, "{")
 
     def __init__(self, ctx: ParserContext) -> None:
         tok = ctx.tokenizer
         self.enabled = tok.token_to_id(THINK) is not None
+        self.drops_special_tokens = self.enabled  # without [THINK] vLLM runs no engine at all
         self.ctx = ctx
         self.start_id = tok.token_to_id(THINK)
         self.end_id = tok.token_to_id(THINK_END)
@@ -107,10 +109,13 @@ class MistralToolParser(ToolParser):
     name = "mistral"
     supports_required_and_named = False
     engine_based = True
+    MARKERS = MistralReasoningParser.MARKERS
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
         tok = ctx.tokenizer
+        # one parser for both in vLLM: its engine (and the special-token drop) runs with [THINK] only
+        self.drops_special_tokens = tok.token_to_id(THINK) is not None
         if tok.token_to_id(TOOL_CALLS) is None:
             raise ValueError("Mistral parser could not locate the tool call token in the tokenizer!")
         self.v11 = tok.token_to_id(ARGS) is not None

@@ -12,8 +12,9 @@ Rules of vLLM 0.33's Qwen3 parser engine, as observed on its non-streaming answe
   array > string, vLLM's `coerce_to_schema_type`), else kept as strings; the arguments are
   `json.dumps` of the parameters in order;
 * content is the text before the first call (stripped when there are calls); text after the
-  first call is dropped; `<|im_start|>`/`<|im_end|>` are dropped, and so is `</think>` when a
-  reasoning parser is configured.
+  first call is dropped; the text of special tokens that are not markers (`<|im_end|>`,
+  `<|endoftext|>`, ...) is dropped everywhere (core/parsers/special.py), and so is `</think>`
+  when a reasoning parser is configured.
 
 Streaming: the arguments are built as JSON while the parameters arrive: string-typed values
 stream character by character (trimming newlines by holding one back), other types are sent
@@ -38,7 +39,6 @@ from core.parsers.text import find_first, partial_suffix
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNC, FUNC_END = "<function=", "</function>"
 PARAM, PARAM_END = "<parameter=", "</parameter>"
-BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 THINK_END = "</think>"
 
 _TYPE_ALIASES = {"str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
@@ -140,16 +140,16 @@ class Qwen3XmlToolParser(ToolParser):
     name = "qwen3_xml"
     supports_required_and_named = False
     engine_based = True
+    drops_special_tokens = True
+    MARKERS = ("<think>", THINK_END, TOOL_START, TOOL_END, FUNC, FUNC_END, PARAM, PARAM_END, ">")
     TAG_MODEL = TagModel([("<tool_call>\n<function={name}>\n", "\n</function>\n</tool_call>")],
                          ["<tool_call>\n<function="], style="qwen_xml", excludes=THINK_EXCLUDES,
                          required_triggered=True)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        tok = ctx.tokenizer
-        self.drops = tuple(t for t in BOUNDARIES if tok.token_to_id(t) is not None)
-        if ctx.reasoning_parser:
-            self.drops += (THINK_END,)
+        # special tokens (`<|im_end|>`...) are dropped before this parser (drops_special_tokens)
+        self.drops = (THINK_END,) if ctx.reasoning_parser else ()
         self.content_tags = (TOOL_START, FUNC) + self.drops
 
     def adjust_request(self, request: Any) -> Any:

@@ -11,9 +11,11 @@ Rules, from vLLM 0.33's non-streaming parsers (spec 6.3):
   ahead no stream can do, so `parse_complete` applies it on the whole text while the stream
   (like vLLM's own stream) keeps such text as reasoning. The prompt is not consulted.
 * qwen3 (engine grammar): reasoning until `</think>`, or until `<tool_call>` (implicit end; the
-  tag stays for the tool parser); `<think>`, `<|im_start|>` and `<|im_end|>` are dropped, and
-  after reasoning a repeated `</think>` is dropped too. `enable_thinking: false` means plain
-  content (nothing dropped). A prompt that already closed reasoning (spec 7.3) starts in content.
+  tag stays for the tool parser); `<think>` is dropped, and after reasoning a repeated `</think>`
+  is dropped too; the text of every other special token (`<|im_end|>`, `<|endoftext|>`, ...) is
+  dropped everywhere by the pipeline (`drops_special_tokens`, core/parsers/special.py).
+  `enable_thinking: false` means plain content (nothing dropped) and reasoning already ended.
+  A prompt that already closed reasoning (spec 7.3) starts in content.
 * deepseek_v3: deepseek_r1 when the template kwargs turn `thinking`/`enable_thinking` on,
   otherwise everything is content.
 * granite: text markers instead of tags (see `GraniteReasoningParser`).
@@ -141,14 +143,19 @@ class DeepSeekR1ReasoningParser(ThinkTagReasoningParser):
 @register_reasoning("qwen3")
 class Qwen3ReasoningParser(ThinkTagReasoningParser):
     name = "qwen3"
+    # the prompt scan of is_reasoning_end stops at a turn boundary (vLLM's turn_boundary_tokens)
     TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
     TOOL_START = "<tool_call>"
+    # vLLM's qwen3 engine terminals (reasoning and qwen3_xml tool markup): never dropped as special
+    MARKERS = (THINK_START, THINK_END, TOOL_START, "</tool_call>", "<function=", "</function>", "<parameter=",
+               "</parameter>", ">")
 
     def __init__(self, ctx: ParserContext) -> None:
         self.thinking = ctx.chat_template_kwargs.get("enable_thinking", True)
+        self.drops_special_tokens = bool(self.thinking)  # thinking off: vLLM returns the output untouched
         tok = ctx.tokenizer
-        self.boundaries = tuple(t for t in self.TURN_BOUNDARIES if tok.token_to_id(t) is not None)
-        self.boundary_ids = frozenset(tok.token_to_id(t) for t in self.boundaries)
+        boundaries = (tok.token_to_id(t) for t in self.TURN_BOUNDARIES)
+        self.boundary_ids = frozenset(i for i in boundaries if i is not None)
         tool_id = tok.token_to_id(self.TOOL_START)
         super().__init__(ctx)
         self.reasoning_end_ids = frozenset(i for i in (self.end_id, tool_id) if i is not None)
@@ -156,11 +163,7 @@ class Qwen3ReasoningParser(ThinkTagReasoningParser):
     def tables(self) -> dict[str, dict[str, Action]]:
         drop: Action = (None, False)
         reasoning = {THINK_START: drop, THINK_END: ("C", False), self.TOOL_START: ("C", True)}
-        content = {THINK_END: drop}
-        for tag in self.boundaries:
-            reasoning[tag] = drop
-            content[tag] = drop
-        return {"R": reasoning, "C": content, "P": {}}
+        return {"R": reasoning, "C": {THINK_END: drop}, "P": {}}
 
     def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
         if not self.thinking:
@@ -181,6 +184,8 @@ class Qwen3ReasoningParser(ThinkTagReasoningParser):
         return super().parse_complete(text, token_ids, prompt_token_ids)
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        if not self.thinking:
+            return True  # vLLM: with thinking off reasoning has ended, whatever the prompt holds
         for tid in reversed(token_ids):
             if tid in self.reasoning_end_ids:
                 return True
@@ -188,7 +193,7 @@ class Qwen3ReasoningParser(ThinkTagReasoningParser):
                 return False
             if tid in self.boundary_ids:
                 break
-        return not self.thinking
+        return False
 
 
 @register_reasoning("deepseek_v3")

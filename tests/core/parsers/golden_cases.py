@@ -320,5 +320,157 @@ def cases() -> list[dict]:
     return out
 
 
+def extra_cases() -> list[dict]:
+    """Cases added after the first recording (`golden/vllm033_special.json`).
+
+    Special-token text inside the output, for every family: vLLM 0.33's engine parsers (qwen3,
+    qwen3_xml, glm45, kimi_k2, mistral with `[THINK]`) drop the text of every tokenizer special
+    token that is not one of their markers; the classic parsers keep it. And render-side cases:
+    `is_reasoning_end` with thinking off, strict tools without parameters, GLM-4.7 tag shapes.
+
+        python tests/core/parsers/golden_cases.py extra > /tmp/extra.json
+    """
+    out: list[dict] = []
+
+    def add(tokenizer, reasoning, tool, text, request=None, kwargs=None, prompt_text=None, tag=""):
+        case = {"tokenizer": tokenizer, "reasoning_parser": reasoning, "tool_parser": tool, "text": text,
+                "request": request or {}, "chat_template_kwargs": kwargs or {}, "tag": tag}
+        if prompt_text is not None:
+            case["prompt_text"] = prompt_text
+        out.append(case)
+
+    auto = {"tools": TOOLS}
+    eot, box, im_end, im_start = "<|endoftext|>", "<|box_start|>", "<|im_end|>", "<|im_start|>"
+    call = hermes_call("get_weather", '{"city": "Pa' + box + 'ris", "days": 3}')
+    qwen_texts = [
+        "<think>\nr\n</think>\n\nA" + eot + "B",
+        "<think>\nr" + box + "s\n</think>\n\nC" + eot,
+        "<think>\nr\n</think>\n\n" + call,
+        "<think>\nr\n</think>\n\nx" + box + call + eot + im_end,
+        eot + "<think>r</think>" + im_start + "c" + "<|vision_pad|><|object_ref_end|>",
+        "plain" + box + " text" + eot,
+    ]
+    combos = [("qwen3", "hermes"), ("qwen3", None), (None, "hermes"), ("deepseek_r1", None), ("deepseek_r1", "hermes"),
+              ("qwen3", "qwen3_xml"), (None, "qwen3_json"), ("granite", None)]
+    for reasoning, tool in combos:
+        for text in qwen_texts:
+            if tool == "qwen3_xml" and text.endswith("</tool_call>") and "{" in text:
+                continue  # a hermes call is no qwen3_xml call (a separate rule, not about special tokens)
+            add("qwen3", reasoning, tool, text, auto if tool else {}, tag=f"special {reasoning}+{tool}")
+    for text in qwen_texts[:3]:
+        add("qwen3", "qwen3", "hermes", text, auto, {"enable_thinking": False}, tag="special thinking off")
+    xml_call = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nPa" + box + "ris\n</parameter>\n</function>\n"
+                "</tool_call>")
+    for text in ["<think>r" + eot + "</think>A" + box + xml_call, "A" + eot + xml_call]:
+        add("qwen3", "qwen3", "qwen3_xml", text, auto, tag="special qwen3_xml")
+        add("qwen3", None, "qwen3_xml", text, auto, tag="special qwen3_xml")
+    glm_tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}}}}}]
+    gc = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Pa" + box + "ris</arg_value>\n</tool_call>"
+    for text in ["<think>r" + eot + "</think>A" + box + "B" + gc, "A" + eot + gc + im_end]:
+        add("qwen3", "glm45", "glm45", text, {"tools": glm_tools}, tag="special glm45")
+        add("qwen3", None, "glm45", text, {"tools": glm_tools}, tag="special glm45")
+        add("qwen3", "glm45", None, text, tag="special glm45")
+    sb, se, cb, ab, ce = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                          "<|tool_call_argument_begin|>", "<|tool_call_end|>")
+    k0 = cb + "functions.get_weather:0" + ab + '{"city": "Pa' + box + 'ris"}' + ce
+    for text in ["<think>r" + eot + "</think>A" + box + sb + k0 + se + im_end, "A" + eot + "B"]:
+        add("kimi", "kimi_k2", "kimi_k2", text, auto, tag="special kimi_k2")
+        add("kimi", None, "kimi_k2", text, auto, tag="special kimi_k2")
+        add("kimi", "kimi_k2", None, text, tag="special kimi_k2")
+    for text in ["[THINK]r" + eot + "[/THINK]A" + box + "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa" + box + "ris\"}",
+                 "A" + eot + "B" + im_end]:
+        add("mistral13", "mistral", "mistral", text, auto, tag="special mistral v13")
+        add("mistral13", None, "mistral", text, auto, tag="special mistral v13")
+        add("mistral13", "mistral", None, text, tag="special mistral v13")
+    add("mistral3", None, "mistral", 'A' + eot + '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "P'
+        + box + '"}}]', auto, tag="special mistral pre-v11")
+    for text in ['{"name": "get_weather", "parameters": {"city": "Pa<|eot_id|>ris"}}<|eot_id|>', "Hi<|begin_of_text|>there"]:
+        add("llama3", None, "llama3_json", text, auto, tag="special llama3_json")
+    add("llama3", None, "pythonic", "[get_weather(city='Pa<|eot_id|>ris')]<|eot_id|>", auto, tag="special pythonic")
+    end = "<｜end▁of▁sentence｜>"
+    b, e, cb, ce, sep = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+    v3 = cb + "function" + sep + "get_weather\n```json\n{\"city\": \"Pa" + end + "ris\"}\n```" + ce
+    add("deepseek", "deepseek_v3", "deepseek_v3", "<think>r" + end + "</think>A" + end + b + v3 + e, auto, {"thinking": True},
+        tag="special deepseek_v3")
+    v31 = cb + "get_weather" + sep + "{\"city\": \"Pa" + end + "ris\"}" + ce
+    add("deepseek", "deepseek_r1", "deepseek_v31", "r" + end + "</think>A" + end + b + v31 + e, auto, tag="special deepseek_v31")
+    # where the drop applies: thinking off, a prompt that closed reasoning, forced tool choices,
+    # a classic reasoning parser in front of an engine tool parser
+    add("qwen3", "qwen3", "qwen3_xml", "A" + eot + xml_call, auto, {"enable_thinking": False}, tag="special where")
+    add("qwen3", "qwen3", "hermes", "A" + box + "B</think>C" + eot, auto, prompt_text=(
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"), tag="special where")
+    add("qwen3", "deepseek_r1", "qwen3_xml", "r" + box + "</think>A" + eot + xml_call, auto, tag="special where")
+    add("qwen3", "glm45", "glm45", "<think>r" + eot + "</think>A" + box + gc, {"tools": glm_tools}, {"enable_thinking": False},
+        tag="special where")
+    add("kimi", "kimi_k2", "kimi_k2", "<think>r" + eot + "</think>A" + box + "B", auto, {"thinking": False}, tag="special where")
+    add("mistral3", "mistral", None, "[THINK]r" + eot + "[/THINK]A" + box + "B", tag="special where")
+    add("mistral3", "mistral", "mistral", "A" + eot + "B", auto, tag="special where")
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        forced = {"tools": TOOLS, "tool_choice": choice}
+        args = '{"city": "Pa' + box + 'ris"}'
+        text = '[{"name": "get_weather", "parameters": ' + args + '}]' if choice == "required" else args
+        add("qwen3", None, "qwen3_xml", text, forced, tag="special where forced")
+        add("qwen3", "qwen3", "hermes", "<think>r</think>" + text, forced, tag="special where forced")
+        add("qwen3", "glm45", "glm45", "<think>r</think>" + text, forced, tag="special where forced")
+    # is_reasoning_end when thinking is off, even with <think> in the prompt's history
+    history = ("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\nold\n</think>\n\nhello<|im_end|>\n"
+               "<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n")
+    for prompt in (history, history + "<think>\n", history + "<think>\n\n</think>\n\n"):
+        for kwargs in ({"enable_thinking": False}, {}):
+            add("qwen3", "qwen3", "hermes", "A</think>B", auto, kwargs, prompt_text=prompt, tag="reasoning end prompt")
+    glm_prompt = "<|user|>\nhi<|assistant|>\n<think>\n"
+    for kwargs in ({"enable_thinking": False}, {}):
+        add("qwen3", "glm45", "glm45", "A</think>B", {"tools": glm_tools}, kwargs, prompt_text=glm_prompt,
+            tag="reasoning end prompt")
+    for kwargs in ({"thinking": False}, {}):
+        add("kimi", "kimi_k2", "kimi_k2", "A</think>B", auto, kwargs, prompt_text=history + "<think>\n",
+            tag="reasoning end prompt")
+    # structural tags for a strict tool without parameters
+    bare = {"type": "function", "function": {"name": "ping", "strict": True}}
+    for tools in ([bare], [bare, WEATHER]):
+        for choice in ("auto", "required", {"type": "function", "function": {"name": "ping"}}):
+            add("qwen3", "qwen3", "hermes", "x", {"tools": tools, "tool_choice": choice}, tag="adjust strict no parameters")
+    # GLM-4.7 tag shapes: one property, described/enum/typed-list values, non-plain schemas, strict tools
+    def glm_tool(name, parameters=None, strict=None):
+        function = {"name": name}
+        if parameters is not None:
+            function["parameters"] = parameters
+        if strict is not None:
+            function["strict"] = strict
+        return {"type": "function", "function": function}
+    shaped = glm_tool("shaped", {"type": "object", "properties": {
+        "unit": {"type": "string", "enum": ["c", "f"]}, "one": {"enum": [1]}, "mixed": {"type": ["integer", "string", "null"]},
+        "days": {"type": "integer", "description": "how many", "minimum": 1}, "free": {}, "tags": {"type": "array",
+                                                                                              "items": {"type": "string"}}}})
+    glm_sets = [[glm_tool("bare")], [glm_tool("empty", {"type": "object", "properties": {}})],
+                [glm_tool("extra", {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": True})],
+                [glm_tool("anyof", {"anyOf": [{"type": "object"}]})], [shaped],
+                [shaped, glm_tool("strict_one", {"type": "object", "properties": {"a": {"type": "integer"}}}, True)],
+                [glm_tool("strict_bare", strict=True)]]
+    for tools in glm_sets:
+        named = {"type": "function", "function": {"name": tools[-1]["function"]["name"]}}
+        for choice in ("auto", "required", named):
+            add("qwen3", None, "glm45", "x", {"tools": tools, "tool_choice": choice}, tag="adjust glm shapes")
+    return out
+
+
+def render_cases() -> list[dict]:
+    """Render side, `golden_render/vllm033_reasoning_ended.json`: the Mistral parser with a Hugging
+    Face tokenizer never sets `_grammar_from_parser` (vLLM does so only in its mistral-common
+    grammar mode), so `reasoning_ended` is the reasoning parser's `is_reasoning_end` or null."""
+    out = []
+    hi = [{"role": "user", "content": "hi"}]
+    for tok in ("mistral13", "mistral3"):
+        for reasoning in ("mistral", None):
+            for choice in ("auto", "required", "none", {"type": "function", "function": {"name": "get_weather"}}):
+                out.append({"tokenizer": tok, "reasoning_parser": reasoning, "tool_parser": "mistral",
+                            "request": {"messages": hi, "tools": TOOLS, "tool_choice": choice}, "tag": "render mistral"})
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(cases(), ensure_ascii=False))
+    import sys
+
+    which = {"extra": extra_cases, "render": render_cases}.get(sys.argv[1] if sys.argv[1:] else "", cases)
+    print(json.dumps(which(), ensure_ascii=False))

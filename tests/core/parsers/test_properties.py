@@ -117,7 +117,8 @@ def test_deepseek_r1_any_chunking_equals_non_streaming(qwen3, body, end, tail, s
 ADVERSARIAL = st.lists(st.sampled_from(
     ["<think>", "</think>", "<tool_call>", "</tool_call>", "<", "</", "<tool", "_call>", "think>", "{", "}",
      '"', "\\", '"name"', '"arguments"', ":", ",", "[", "]", '"f"', "1", "e", "\n", " ", "x", "é", "😀",
-     "<|im_end|>", "<|im_start|>", "null", "\\u00", "\\ud83d"]), max_size=40).map("".join)
+     "<|im_end|>", "<|im_start|>", "null", "\\u00", "\\ud83d", "<|endoftext|>", "<|box_start|>", "<|", "|>",
+     "<|im_", "end|>"]), max_size=40).map("".join)
 
 
 @SETTINGS
