@@ -6,6 +6,7 @@ Each case: {"tokenizer": dir, "reasoning_parser", "tool_parser", "request": {...
 fields...}, "chat_template_kwargs": {...}, "text": str, "prompt_token_ids": [...]|null}.
 For each case we record vLLM's non-streaming `Parser.parse` (ids shape only) and its streaming
 `parse_delta` run one token at a time (aggregated), as vLLM's derender would see them.
+A case whose request has `messages` is a render-side case (`run_render_case`).
 This file is a recording tool, never imported by the test suite.
 """
 
@@ -118,6 +119,27 @@ def run_case(case):
     return result
 
 
+def run_render_case(case):
+    """Render side only: the prompt vLLM's tokenizer renders for `messages`, and what
+    `ChatCompletionRequest.resolve_reasoning_ended` gives after the parser's `adjust_request`
+    (as vLLM's render server computes `reasoning_ended`)."""
+    tok = tokenizer(case["tokenizer"])
+    cls = ParserManager.get_parser(tool_parser_name=case.get("tool_parser"),
+                                   reasoning_parser_name=case.get("reasoning_parser"),
+                                   enable_auto_tools=True, tokenizer=tok)
+    req = ChatCompletionRequest(model="x", **case["request"])
+    kwargs = case.get("chat_template_kwargs", {})
+    tools = [t.model_dump() for t in req.tools] if req.tools else None  # as vLLM's renderer passes them
+    prompt = tok.apply_chat_template(case["request"]["messages"], tools=tools, add_generation_prompt=True,
+                                     tokenize=False, **kwargs)
+    ids = tok.encode(prompt, add_special_tokens=False)
+    parser = cls(tok, req.tools, chat_template_kwargs=kwargs, model_config=None)
+    req = parser.adjust_request(req)
+    reasoning = parser if case.get("reasoning_parser") else None
+    return {"prompt_token_ids": ids, "grammar_from_parser": req._grammar_from_parser,
+            "reasoning_ended": req.resolve_reasoning_ended(reasoning, ids)}
+
+
 def main():
     cases = json.load(open(sys.argv[1]))
     paths = json.loads(os.environ.get("ORACLE_TOKENIZERS", "{}"))
@@ -125,7 +147,7 @@ def main():
         case["tokenizer"] = paths.get(case["tokenizer"], case["tokenizer"])
     out = []
     for case in cases:
-        result = run_case(case)
+        result = run_render_case(case) if "messages" in case["request"] else run_case(case)
         case["tokenizer"] = {v: k for k, v in paths.items()}.get(case["tokenizer"], case["tokenizer"])
         out.append({"case": case, "vllm": result})
     json.dump(out, open(sys.argv[2], "w"), ensure_ascii=False, indent=1)
