@@ -12,15 +12,18 @@ Rules of vLLM 0.33's Qwen3 parser engine, as observed on its non-streaming answe
   array > string, vLLM's `coerce_to_schema_type`), else kept as strings; the arguments are
   `json.dumps` of the parameters in order;
 * content is the text before the first call (stripped when there are calls); text after the
-  first call is dropped; the text of special tokens that are not markers (`<|im_end|>`,
+  first call is dropped; a `<tool_call>...</tool_call>` without `<function=` before any call is
+  dropped and the content goes on after it (all but the text before the first markup when a
+  call follows; whitespace-only content around such markup is None); the text of special tokens that are not markers (`<|im_end|>`,
   `<|endoftext|>`, ...) is dropped everywhere (core/parsers/special.py), and so is `</think>`
   when a reasoning parser is configured.
 
 Streaming: the arguments are built as JSON while the parameters arrive: string-typed values
 stream character by character (trimming newlines by holding one back), other types are sent
 once the value is complete and coerced. Deviations (no stream can do better): content that
-starts with whitespace keeps it when a call follows, and a call cut off inside a value keeps
-the partial value.
+starts with whitespace keeps it when a call follows, a call cut off inside a value keeps
+the partial value, and content already sent after a function-less `<tool_call>` block stays
+sent when a real call follows.
 """
 
 from __future__ import annotations
@@ -202,7 +205,9 @@ class Qwen3XmlToolParser(ToolParser):
         if ph in ("N", "A", "K", "V"):
             self._end_call(state, out, finished=True)
         if not state["called"] and state["cw"]:
-            content.append(state["cw"])
+            # whitespace-only content around tool markup that held no call: vLLM's content is None
+            if state.get("nw") or not state.get("mk"):
+                content.append(state["cw"])
             state["cw"] = ""
         return "".join(content), _merge(out)
 
@@ -230,6 +235,7 @@ class Qwen3XmlToolParser(ToolParser):
             if stripped:
                 content.append(state["cw"] + stripped)
                 state["cw"] = text[len(stripped):]
+                state["nw"] = True
             else:
                 state["cw"] += text
         elif ph == "N":
@@ -247,6 +253,7 @@ class Qwen3XmlToolParser(ToolParser):
         if ph in ("C", "D", "B"):
             if tag == TOOL_START:
                 state["ph"] = "P"
+                state["mk"] = True
                 self._leave_content(state)
             elif tag == FUNC:
                 self._leave_content(state)
@@ -256,8 +263,11 @@ class Qwen3XmlToolParser(ToolParser):
         elif ph == "P":
             if tag == FUNC:
                 self._start_call(state)
-            else:
+            elif state["called"]:
                 state["ph"] = "D"
+            else:  # `<tool_call>...</tool_call>` without a function, before any call: content goes on
+                state["ph"] = "C"
+                state["rc"] = True
         elif ph == "N":
             if tag == ">":
                 self._send_header(state, out)
@@ -393,6 +403,11 @@ class Qwen3XmlToolParser(ToolParser):
         content = content + tail
         if not calls:
             return None, content or None
+        if state.get("rc"):  # with calls, the content is only the text before the first markup
+            first = min((i for i in (text.find(TOOL_START), text.find(FUNC)) if i != -1), default=len(text))
+            head = self.start()
+            content, _ = self.feed(head, text[:first], token_ids)
+            content += self.finish(head)[0]
         result = []
         for i in sorted(calls):
             call = calls[i]

@@ -354,8 +354,6 @@ def extra_cases() -> list[dict]:
               ("qwen3", "qwen3_xml"), (None, "qwen3_json"), ("granite", None)]
     for reasoning, tool in combos:
         for text in qwen_texts:
-            if tool == "qwen3_xml" and text.endswith("</tool_call>") and "{" in text:
-                continue  # a hermes call is no qwen3_xml call (a separate rule, not about special tokens)
             add("qwen3", reasoning, tool, text, auto if tool else {}, tag=f"special {reasoning}+{tool}")
     for text in qwen_texts[:3]:
         add("qwen3", "qwen3", "hermes", text, auto, {"enable_thinking": False}, tag="special thinking off")
@@ -395,6 +393,14 @@ def extra_cases() -> list[dict]:
         tag="special deepseek_v3")
     v31 = cb + "get_weather" + sep + "{\"city\": \"Pa" + end + "ris\"}" + ce
     add("deepseek", "deepseek_r1", "deepseek_v31", "r" + end + "</think>A" + end + b + v31 + e, auto, tag="special deepseek_v31")
+    # qwen3_xml: `<tool_call>` blocks without a function (e.g. a hermes-style call)
+    xml_call_p = "<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n</function>\n</tool_call>"
+    for text in ["A<tool_call>\nx\n</tool_call>B", "<tool_call>\nx\n</tool_call>", "  <tool_call>\nx\n</tool_call>  ",
+                 "A<tool_call>\nx\n</tool_call>B" + xml_call_p + "C", xml_call_p + "<tool_call>\nx\n</tool_call>D",
+                 "A<tool_call>x", "  ", "A <tool_call>\nx</tool_call> B <tool_call>y</tool_call>",
+                 "<think>\nr\n</think>\n\n" + CALL_PARIS + "\n", "Hi " + CALL_PARIS + " after " + CALL_PARIS]:
+        add("qwen3", None, "qwen3_xml", text, auto, tag="qwen3_xml without function")
+        add("qwen3", "qwen3", "qwen3_xml", "<think>r</think>" + text, auto, tag="qwen3_xml without function")
     # where the drop applies: thinking off, a prompt that closed reasoning, forced tool choices,
     # a classic reasoning parser in front of an engine tool parser
     add("qwen3", "qwen3", "qwen3_xml", "A" + eot + xml_call, auto, {"enable_thinking": False}, tag="special where")

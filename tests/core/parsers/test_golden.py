@@ -27,7 +27,8 @@ STREAM_CANNOT_MATCH = (
     "{city: Paris}", '"city": "Par', '{"name": "get_weather"}\n', "a </tool_call> inside",
     "abc<think>def", '"arguments": {"city": "Lyon"}', '{"name": "get_weather"}', '```json\n{"ci',
     "other<｜tool▁sep｜>", 'get_weather<｜tool▁sep｜>{"ci',
-    "<arg_value>Par", "<|endoftext|><think>r</think>", "ris')]<|eot_id|>", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa', "[get_weather('Paris'", "city='Paris',,)", "[get_weather(city='Par", "(city=foo)", "  Hi \n<tool_call>get_weather", "<parameter=city>\nPar", "pre Here is my thought", "process: unanswered", "<parameter=city>\nP", "<parameter=city>\na\n</parameter>\n<parameter=city>",
+    "<arg_value>Par", "<|endoftext|><think>r</think>", "ris')]<|eot_id|>",
+    "A<tool_call>\nx\n</tool_call>B<tool_call>\n<function=", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa', "[get_weather('Paris'", "city='Paris',,)", "[get_weather(city='Par", "(city=foo)", "  Hi \n<tool_call>get_weather", "<parameter=city>\nPar", "pre Here is my thought", "process: unanswered", "<parameter=city>\nP", "<parameter=city>\na\n</parameter>\n<parameter=city>",
 )
 
 
