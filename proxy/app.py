@@ -7,6 +7,7 @@ Everything a handler needs is reached through `app[STATE]` (an `AppState`).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,6 +75,20 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
         app[STATE].executor.shutdown(wait=False, cancel_futures=True)
 
     app.on_cleanup.append(_close_executor)
+    app.on_startup.append(_freeze_startup_heap)
     for name in [*ROUTE_MODULES, *(extra_route_modules or [])]:
         importlib.import_module(name).setup(app)
     return app
+
+
+async def _freeze_startup_heap(app: web.Application) -> None:
+    """Move everything built at start-up (tokenizer vocabularies and caches: millions of objects)
+    out of the cyclic garbage collector's reach.
+
+    A full collection walks every tracked object while holding the GIL; with the vocabulary
+    caches in the heap, one took ~90 ms mid-request and stalled the event loop even for work
+    running in the thread pool. Frozen, the same request stalls the loop ~20 ms and runs ~40%
+    faster (measured on a 2000-token, 20-candidate logprobs derender).
+    """
+    gc.collect()
+    gc.freeze()

