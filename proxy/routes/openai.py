@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,6 +82,10 @@ def engine_body(gen: dict[str, Any], stream: bool) -> dict[str, Any]:
     """The GenerateRequest for the engine: no stop strings (we enforce them), no usage events (we
     count), no model alias (the engine may serve another name), and always an explicit max_tokens."""
     body = dict(gen)
+    # The engine aborts by id, and clients may send the same X-Request-Id twice: a suffix keeps
+    # every engine request distinct (vLLM does the same internally), so one client's disconnect
+    # or stop string can never abort another's generation. The client-visible id is unchanged.
+    body["request_id"] = f"{gen['request_id']}-{secrets.token_hex(4)}"
     params = dict(gen["sampling_params"])
     # vLLM's JSON form omits max_tokens when it equals SamplingParams' default 16, and an engine
     # that does not see the key generates up to max_model_len (spec 2.3): say 16 explicitly

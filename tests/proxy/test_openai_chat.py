@@ -472,3 +472,29 @@ def test_tool_choice_required_and_named(parsed):
     (streamed,) = agg["tool_calls"].values()
     assert (streamed["name"], json.loads(streamed["arguments"])) == ("get_weather", {"city": "Paris"})
     assert agg["finish_reason"] == "stop"
+
+
+def test_same_x_request_id_twice_one_disconnect_aborts_only_its_own_generation(plain):
+    reply = " ".join(["tok"] * 40)
+    plain.set_replies([reply], token_delay_ms=10)
+    headers = {"X-Request-Id": "shared-id"}
+
+    async def run() -> tuple[str, str]:
+        c = openai.AsyncOpenAI(base_url=plain.base_url, api_key="unused", max_retries=0, default_headers=headers)
+        leaver = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+        stayer = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+        async for _ in leaver:
+            break
+        await leaver.close()  # client one goes away; client two must still get its whole answer
+        text = "".join([ch.choices[0].delta.content or "" async for ch in stayer if ch.choices])
+        await c.close()
+        return text, stayer.response.headers.get("x-request-id", "")
+
+    text, _ = asyncio.run(run())
+    assert text == reply
+    aborted = plain.wait_aborted()
+    assert len({a["request_id"] for a in aborted}) == 1  # one request, by stream close and abort call
+    assert aborted[0]["request_id"].startswith("generate-tokens-chatcmpl-shared-id-")
+    # both engine requests carried the client's id as their base, yet were distinct
+    ids = [r["request_id"] for r in list(plain.engine_state.received)[-2:]]
+    assert len(set(ids)) == 2 and all(i.startswith("chatcmpl-shared-id-") for i in ids)
