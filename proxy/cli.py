@@ -26,9 +26,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # JSON logs, uvloop when installed, --workers, graceful drain on SIGTERM, and handler
     # cancellation (a client that goes away cancels its handler, which aborts the engine request):
     # all in proxy.lifecycle.serve
+    from core.parsers.registry import get_tool_parser
     from proxy.lifecycle import serve
+    from proxy.model_loader import ModelLoadError
 
-    return serve(config_from_args(args))
+    config = config_from_args(args)
+    try:
+        if config.tool_call_parser:  # checked even without --enable-auto-tool-choice: a typo is a typo
+            get_tool_parser(config.tool_call_parser)
+        return serve(config)
+    except (ModelLoadError, KeyError, ValueError, OSError) as exc:
+        # start-up failures (model, parser names, port in use): one line, no traceback
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"derender-proxy: error: {message}", file=sys.stderr)
+        return 2
 
 
 def build_parser() -> argparse.ArgumentParser:

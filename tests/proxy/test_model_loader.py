@@ -85,3 +85,18 @@ def test_embedded_default_without_model():
 def test_directory_without_tokenizer_is_a_clear_error(tmp_path):
     with pytest.raises(ModelLoadError, match="tokenizer.json"):
         load_model(str(tmp_path))
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["/nonexistent-model-dir"], "never downloads models"),
+    (["--tool-call-parser", "nope"], "unknown tool-call parser 'nope'"),
+    (["--reasoning-parser", "nope", "--port", "0"], "unknown reasoning parser 'nope'"),
+])
+def test_serve_start_up_errors_are_one_line_and_exit_2(argv, expected):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "proxy.cli", "serve", *argv], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
