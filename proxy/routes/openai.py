@@ -154,6 +154,21 @@ class EngineRun:
 BATCH_LIMIT = 32  # engine events derendered per write; then other requests get the loop
 
 
+
+def _shutdown_event() -> bytes:
+    return _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+
+
+def _stream_failure(run: EngineRun, tracked: Any, exc: EngineError | None) -> bytes:
+    """The error event that ends a started stream: shutdown, an engine failure, or our own bug (None)."""
+    if exc is not None and tracked.aborted is not None:  # we closed the engine stream ourselves
+        return _shutdown_event()
+    if exc is None:
+        log.exception("derendering the engine stream failed")
+        exc = invalid_response(started=True)
+    run.failed(exc)
+    return _error_event(exc)
+
 async def _batches(stream: EngineStream, first: dict | None, metrics: Any):
     """The engine events of one stream in batches (what one network read brought), first one
     included; the gap between reads feeds the inter-token latency histogram."""
@@ -425,18 +440,11 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                         run.abort_all("stop_string")  # cut by a stop string (else [DONE] ends the stream)
                         break
                 if tracked.aborted is not None:
-                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+                    error = _shutdown_event()
             except EngineError as exc:
-                if tracked.aborted is not None:  # we closed the engine stream ourselves: shutting down
-                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
-                else:
-                    run.failed(exc)
-                    error = _error_event(exc)
+                error = _stream_failure(run, tracked, exc)
             except Exception:  # the response has started: never let a bug corrupt it, end it properly
-                log.exception("derendering the engine stream failed")
-                exc = invalid_response(started=True)
-                run.failed(exc)
-                error = _error_event(exc)
+                error = _stream_failure(run, tracked, None)
             completion = sum(c.decoder.num_tokens for c in choices)
             run.count(0, completion)
             tail = []
@@ -567,18 +575,11 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                     if not live:
                         break
                 if tracked.aborted is not None:
-                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
+                    error = _shutdown_event()
             except EngineError as exc:
-                if tracked.aborted is not None:  # we closed the engine stream ourselves: shutting down
-                    error = _error_event(RequestError(SHUTDOWN_MESSAGE, 503, "ServiceUnavailableError"))
-                else:
-                    run.failed(exc)
-                    error = _error_event(exc)
+                error = _stream_failure(run, tracked, exc)
             except Exception:  # the response has started: never let a bug corrupt it, end it properly
-                log.exception("derendering the engine stream failed")
-                exc = invalid_response(started=True)
-                run.failed(exc)
-                error = _error_event(exc)
+                error = _stream_failure(run, tracked, None)
             completion = sum(c.decoder.num_tokens for group in groups for c in group)
             run.count(0, completion)
             tail = []
