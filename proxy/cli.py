@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from proxy.config import ServerConfig, add_serve_flags, config_from_args

@@ -17,7 +17,6 @@ values are synthetic but well-formed (the engine's 0.33 shape or the legacy shap
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 from typing import Any

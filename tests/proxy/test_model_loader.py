@@ -4,7 +4,6 @@ flags that change what is loaded (--tokenizer, --chat-template, --served-model-n
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
