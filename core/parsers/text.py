@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def partial_suffix(text: str, tags: tuple[str, ...]) -> int:
     """Length of the longest suffix of `text` that is a proper prefix of one of `tags`.
@@ -25,3 +27,31 @@ def find_first(text: str, tags: tuple[str, ...], start: int = 0) -> tuple[int, s
         if i != -1 and (best == -1 or i < best or (i == best and len(tag) > len(found or ""))):
             best, found = i, tag
     return best, found
+
+
+def merge_tool_deltas(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold consecutive argument fragments of the same call into one delta (one per call per feed)."""
+    merged: list[dict[str, Any]] = []
+    for d in deltas:
+        prev = merged[-1] if merged else None
+        if prev is not None and "id" not in d and prev["index"] == d["index"]:
+            prev["function"]["arguments"] = (prev["function"].get("arguments") or "") + d["function"]["arguments"]
+        else:
+            merged.append(d)
+    return merged
+
+
+def hold_trailing_space(state: dict[str, Any], text: str, content: list[str]) -> bool:
+    """Content text with its trailing whitespace held back in `state["cw"]`.
+
+    Engine-style tool parsers strip the whitespace before a tool call (vLLM's non-streaming
+    answer does), so it is released only when more content follows. Returns whether `text`
+    had anything besides whitespace.
+    """
+    body = text.rstrip()
+    if not body:
+        state["cw"] += text
+        return False
+    content.append(state["cw"] + body)
+    state["cw"] = text[len(body):]
+    return True

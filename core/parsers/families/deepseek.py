@@ -23,7 +23,7 @@ from typing import Any
 from core.parsers.base import State, ToolCallDelta, ToolParser
 from core.parsers.registry import register_tool
 from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
-from core.parsers.text import find_first, partial_suffix
+from core.parsers.text import find_first, merge_tool_deltas, partial_suffix
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -118,7 +118,7 @@ class _DeepSeekToolParser(ToolParser):
                 pos = at + len(self.ARGS_END)
                 state["n"] += 1
                 state["ph"] = "B"
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         held, state["h"] = state["h"], ""
@@ -131,17 +131,6 @@ class _DeepSeekToolParser(ToolParser):
             out.append({"index": state["n"], "function": {"arguments": held}})
         return content, out
 
-
-def _merge(deltas: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    """Fold consecutive argument fragments of the same call into one delta."""
-    merged: list[ToolCallDelta] = []
-    for d in deltas:
-        prev = merged[-1] if merged else None
-        if prev is not None and "id" not in d and prev["index"] == d["index"]:
-            prev["function"]["arguments"] = (prev["function"].get("arguments") or "") + d["function"]["arguments"]
-        else:
-            merged.append(d)
-    return merged
 
 
 V3_CALL = re.compile(re.escape(CALL_BEGIN) + r"(?P<type>.*)" + re.escape(SEP)

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
-from core.parsers.families.qwen3_xml import _merge, coerce, schema_types
+from core.parsers.families.qwen3_xml import coerce, param_types
 from core.parsers.families.think import THINK_END, THINK_START, Action, ThinkTagReasoningParser
 from core.parsers.jsonstream import dumps_str_body
 from core.parsers.registry import register_reasoning, register_tool
 from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
-from core.parsers.text import find_first, partial_suffix
+from core.parsers.text import find_first, hold_trailing_space, merge_tool_deltas, partial_suffix
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 KEY, KEY_END, VALUE, VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
@@ -216,13 +216,6 @@ class Glm45ToolParser(ToolParser):
         request.skip_special_tokens = False
         return request
 
-    def _types(self, function: str, key: str) -> set[str] | None:
-        schema = self.ctx.tool_schema(function)
-        props = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(props, dict) or not isinstance(props.get(key), dict):
-            return None
-        return schema_types(props[key])
-
     # -- the machine ----------------------------------------------------------------------
     # ph: C content, D content after a call (dropped), N name, A between parameters, K key,
     # W waiting for <arg_value>, V value, Z inside a dropped call
@@ -251,7 +244,7 @@ class Glm45ToolParser(ToolParser):
                 break
             pos = at + len(tag)
             self._tag(state, tag, out)
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         content: list[str] = []
@@ -263,19 +256,14 @@ class Glm45ToolParser(ToolParser):
         if not state["called"] and state["cw"]:
             content.append(state["cw"])
         state["cw"] = ""
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def _text(self, state: State, text: str, content: list[str], out: list[ToolCallDelta]) -> None:
         if not text:
             return
         ph = state["ph"]
         if ph == "C":
-            body = text.rstrip()
-            if body:
-                content.append(state["cw"] + body)
-                state["cw"] = text[len(body):]
-            else:
-                state["cw"] += text
+            hold_trailing_space(state, text, content)
         elif ph == "N":
             state["nm"] += text
         elif ph == "K":
@@ -315,7 +303,7 @@ class Glm45ToolParser(ToolParser):
             state["pk"] = state["pk"].strip()
             state["ph"] = "W"
         elif ph == "W":  # <arg_value>
-            types = self._types(state["name"], state["pk"])
+            types = param_types(self.ctx, state["name"], state["pk"])
             state["ps"] = (types is None or types == {"string"}) and not state.get("ns")
             state["pv"] = ""
             state["ph"] = "V"
@@ -325,7 +313,7 @@ class Glm45ToolParser(ToolParser):
             if state["ps"]:
                 self._args(state, out, '"')
             else:
-                value = coerce(state["pv"], self._types(state["name"], state["pk"]) or {"string"})
+                value = coerce(state["pv"], param_types(self.ctx, state["name"], state["pk"]) or {"string"})
                 self._args(state, out, self._key_prefix(state) + json.dumps(value, ensure_ascii=False))
             state["ph"] = "A"
 

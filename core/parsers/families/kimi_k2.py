@@ -27,7 +27,7 @@ from core.parsers.families.glm45 import Glm45ReasoningParser
 from core.parsers.families.think import THINK_END, THINK_START, Action
 from core.parsers.registry import register_reasoning, register_tool
 from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
-from core.parsers.text import find_first, partial_suffix
+from core.parsers.text import find_first, merge_tool_deltas, partial_suffix
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -163,7 +163,7 @@ class KimiK2ToolParser(ToolParser):
             else:
                 self._end_call(state, out)
                 state["ph"] = "P"
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         held, state["h"] = state["h"], ""
@@ -178,7 +178,7 @@ class KimiK2ToolParser(ToolParser):
         elif state["ph"] == "A":
             self._args(state, held, out)
             self._end_call(state, out)
-        return content, _merge(out)
+        return content, merge_tool_deltas(out)
 
     def _header(self, state: State, out: list[ToolCallDelta]) -> None:
         parsed = parse_header(state["hd"])
@@ -213,13 +213,3 @@ class KimiK2ToolParser(ToolParser):
         state["ok"] = False
         state["aw"] = ""
 
-
-def _merge(deltas: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    merged: list[ToolCallDelta] = []
-    for d in deltas:
-        prev = merged[-1] if merged else None
-        if prev is not None and "id" not in d and prev["index"] == d["index"]:
-            prev["function"]["arguments"] += d["function"]["arguments"]
-        else:
-            merged.append(d)
-    return merged

@@ -31,7 +31,7 @@ from core.parsers.families.glm45 import Glm45ReasoningParser
 from core.parsers.families.think import Action
 from core.parsers.jsonstream import JsonScanner, new_state
 from core.parsers.registry import register_reasoning, register_tool
-from core.parsers.text import find_first, partial_suffix
+from core.parsers.text import find_first, hold_trailing_space, merge_tool_deltas, partial_suffix
 
 TOOL_CALLS, ARGS, THINK, THINK_END = "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"
 _ALNUM = string.ascii_letters + string.digits
@@ -197,7 +197,7 @@ class MistralToolParser(ToolParser):
             return text, []  # pre-v11 with tool_choice "none": the output is content as written
         else:
             self._feed_legacy(state, text, content, out)
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         content: list[str] = []
@@ -219,7 +219,7 @@ class MistralToolParser(ToolParser):
             elif held:
                 self._feed_legacy(state, held, content, out, final=True)
             self._finish_legacy(state, content, out)
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     # v11+ -------------------------------------------------------------------------------
 
@@ -256,12 +256,7 @@ class MistralToolParser(ToolParser):
             return
         ph = state["ph"]
         if ph == "C":
-            body = text.rstrip()
-            if body:
-                content.append(state["cw"] + body)
-                state["cw"] = text[len(body):]
-            else:
-                state["cw"] += text
+            hold_trailing_space(state, text, content)
         elif ph == "N":
             state["nm"] += text
         elif ph == "A":
@@ -434,13 +429,3 @@ def _dump(value: Any) -> Any:
 
     return value.model_dump(by_alias=True) if isinstance(value, BaseModel) else value
 
-
-def _merge(deltas: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    merged: list[ToolCallDelta] = []
-    for d in deltas:
-        prev = merged[-1] if merged else None
-        if prev is not None and "id" not in d and prev["index"] == d["index"]:
-            prev["function"]["arguments"] += d["function"]["arguments"]
-        else:
-            merged.append(d)
-    return merged

@@ -33,11 +33,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import State, ToolCallDelta, ToolParser
+from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import dumps_str_body
 from core.parsers.registry import register_tool
 from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
-from core.parsers.text import find_first, partial_suffix
+from core.parsers.text import find_first, hold_trailing_space, merge_tool_deltas, partial_suffix
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNC, FUNC_END = "<function=", "</function>"
@@ -51,6 +51,15 @@ _TYPE_ALIASES = {"str": "string", "text": "string", "varchar": "string", "char":
                  "bool": "boolean", "dict": "object", "arr": "array", "list": "array", "sequence": "array"}
 _ENUM_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
                (list, "array"), (dict, "object"))
+
+
+def param_types(ctx: ParserContext, function: str, key: str) -> set[str] | None:
+    """Schema types of a tool parameter, or None when the value stays a plain string."""
+    schema = ctx.tool_schema(function)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or not isinstance(props.get(key), dict):
+        return None
+    return schema_types(props[key])
 
 
 def schema_types(schema: Any) -> set[str]:
@@ -160,14 +169,6 @@ class Qwen3XmlToolParser(ToolParser):
         request.skip_special_tokens = False  # the engine parser keeps markers
         return request
 
-    def _types(self, function: str, key: str) -> set[str] | None:
-        """Schema types of a parameter, or None when the value stays a plain string."""
-        schema = self.ctx.tool_schema(function)
-        props = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(props, dict) or not isinstance(props.get(key), dict):
-            return None
-        return schema_types(props[key])
-
     # -- the machine (shared by streaming and non-streaming) ------------------------------
 
     def start(self) -> State:
@@ -194,7 +195,7 @@ class Qwen3XmlToolParser(ToolParser):
                 break
             pos = at + len(tag)
             self._tag(state, tag, content, out)
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         content: list[str] = []
@@ -209,7 +210,7 @@ class Qwen3XmlToolParser(ToolParser):
             if state.get("nw") or not state.get("mk"):
                 content.append(state["cw"])
             state["cw"] = ""
-        return "".join(content), _merge(out)
+        return "".join(content), merge_tool_deltas(out)
 
     def _tags(self, ph: str) -> tuple[str, ...]:
         if ph in ("C", "D"):
@@ -231,13 +232,8 @@ class Qwen3XmlToolParser(ToolParser):
             return
         ph = state["ph"]
         if ph == "C":
-            stripped = text.rstrip()
-            if stripped:
-                content.append(state["cw"] + stripped)
-                state["cw"] = text[len(stripped):]
+            if hold_trailing_space(state, text, content):
                 state["nw"] = True
-            else:
-                state["cw"] += text
         elif ph == "N":
             state["nm"] += text
         elif ph == "K":
@@ -332,7 +328,7 @@ class Qwen3XmlToolParser(ToolParser):
     def _key_done(self, state: State, out: list[ToolCallDelta]) -> None:
         key = state["pk"].lstrip()
         state["pk"] = key
-        types = self._types(state["name"], key)
+        types = param_types(self.ctx, state["name"], key)
         # non-streaming ("ns") buffers every value: an unclosed one must leave no trace
         state["ps"] = (types is None or types == {"string"}) and not state.get("ns")
         state["ph"] = "V"
@@ -366,7 +362,7 @@ class Qwen3XmlToolParser(ToolParser):
         if state["ps"]:
             self._args(state, out, '"')
         else:
-            value = coerce(_trim(state["pv"]), self._types(state["name"], state["pk"]) or {"string"})
+            value = coerce(_trim(state["pv"]), param_types(self.ctx, state["name"], state["pk"]) or {"string"})
             self._args(state, out, self._key_prefix(state, state["pk"]) + json.dumps(value, ensure_ascii=False))
         state["pv"] = ""
 
@@ -418,15 +414,3 @@ class Qwen3XmlToolParser(ToolParser):
             result.append(call)
         return result, content.strip() or None
 
-
-def _merge(deltas: list[ToolCallDelta]) -> list[ToolCallDelta]:
-    merged: list[ToolCallDelta] = []
-    for d in deltas:
-        prev = merged[-1] if merged else None
-        if prev is not None and "id" not in d and prev["index"] == d["index"]:
-            prev["function"]["arguments"] += d["function"]["arguments"]
-        elif prev is not None and "id" in prev and "id" not in d and prev["index"] == d["index"]:
-            prev["function"]["arguments"] += d["function"]["arguments"]
-        else:
-            merged.append(d)
-    return merged
