@@ -169,6 +169,20 @@ def _stream_failure(run: EngineRun, tracked: Any, exc: EngineError | None) -> by
     run.failed(exc)
     return _error_event(exc)
 
+
+async def _end_stream(resp: web.StreamResponse, error: bytes | None, usage: dict[str, Any] | None) -> None:
+    """The last events of a started stream: the error event, else the usage chunk if asked; then [DONE]."""
+    tail = [error] if error is not None else ([_sse(usage)] if usage is not None else [])
+    tail.append(DONE)
+    await resp.write(b"".join(tail))
+    await resp.write_eof()
+
+
+def _client_gone() -> asyncio.CancelledError:
+    """The client went away while we wrote to it: the same as a cancelled handler (a 499 in the
+    access log, no traceback), not a server error."""
+    return asyncio.CancelledError()
+
 async def _batches(stream: EngineStream, first: dict | None, metrics: Any):
     """The engine events of one stream in batches (what one network read brought), first one
     included; the gap between reads feeds the inter-token latency histogram."""
@@ -447,21 +461,12 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                 error = _stream_failure(run, tracked, None)
             completion = sum(c.decoder.num_tokens for c in choices)
             run.count(0, completion)
-            tail = []
-            if error is not None:
-                tail.append(error)
-            elif include_usage:
-                tail.append(_sse(usage_chunk(rid, created, name, "chat.completion.chunk", prompt_tokens,
-                                             completion)))
-            tail.append(DONE)
-            await resp.write(b"".join(tail))
-            await resp.write_eof()
+            usage = usage_chunk(rid, created, name, "chat.completion.chunk", prompt_tokens, completion)
+            await _end_stream(resp, error, usage if include_usage else None)
     except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
         if isinstance(exc, ConnectionResetError):
-            # the client went away while we wrote to it: the same as a cancelled handler (a 499 in
-            # the access log, no traceback), not a server error
-            raise asyncio.CancelledError() from None
+            raise _client_gone() from None
         raise
     finally:
         run.report_tokens()
@@ -582,20 +587,12 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                 error = _stream_failure(run, tracked, None)
             completion = sum(c.decoder.num_tokens for group in groups for c in group)
             run.count(0, completion)
-            tail = []
-            if error is not None:
-                tail.append(error)
-            elif include_usage:
-                tail.append(_sse(usage_chunk(rid, created, name, "text_completion", sum(prompt_lens), completion)))
-            tail.append(DONE)
-            await resp.write(b"".join(tail))
-            await resp.write_eof()
+            usage = usage_chunk(rid, created, name, "text_completion", sum(prompt_lens), completion)
+            await _end_stream(resp, error, usage if include_usage else None)
     except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
         if isinstance(exc, ConnectionResetError):
-            # the client went away while we wrote to it: the same as a cancelled handler (a 499 in
-            # the access log, no traceback), not a server error
-            raise asyncio.CancelledError() from None
+            raise _client_gone() from None
         raise
     finally:
         run.report_tokens()
