@@ -23,8 +23,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
-from core.parsers.families.qwen3_xml import coerce, param_types
+from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser, aggregate_tool_deltas
+from core.parsers.families.qwen3_xml import coerce, dict_arguments, param_types
 from core.parsers.families.think import THINK_END, THINK_START, Action, ThinkTagReasoningParser
 from core.parsers.jsonstream import dumps_str_body
 from core.parsers.registry import register_reasoning, register_tool
@@ -356,19 +356,7 @@ class Glm45ToolParser(ToolParser):
         content, deltas = self.feed(state, text, token_ids)
         tail, more = self.finish(state)
         content += tail
-        calls: dict[int, dict[str, Any]] = {}
-        for d in deltas + more:
-            call = calls.setdefault(d["index"], {"id": None, "name": "", "arguments": ""})
-            call["name"] += d["function"].get("name") or ""
-            call["arguments"] += d["function"].get("arguments") or ""
+        calls = aggregate_tool_deltas(deltas + more)
         if not calls:
             return None, content or None
-        result = []
-        for i in sorted(calls):
-            call = calls[i]
-            try:  # repeated keys: a dict keeps the last value
-                call["arguments"] = json.dumps(json.loads(call["arguments"]), ensure_ascii=False)
-            except ValueError:
-                pass
-            result.append(call)
-        return result, content.strip() or None
+        return dict_arguments(calls), content.strip() or None

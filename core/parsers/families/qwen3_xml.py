@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
+from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser, aggregate_tool_deltas
 from core.parsers.jsonstream import dumps_str_body
 from core.parsers.registry import register_tool
 from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
@@ -60,6 +60,17 @@ def param_types(ctx: ParserContext, function: str, key: str) -> set[str] | None:
     if not isinstance(props, dict) or not isinstance(props.get(key), dict):
         return None
     return schema_types(props[key])
+
+
+def dict_arguments(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Arguments as vLLM's engine parsers return them: built as a dict, so a repeated key keeps
+    its last value (json.loads does the same); text that is not JSON stays as it is."""
+    for call in calls:
+        try:
+            call["arguments"] = json.dumps(json.loads(call["arguments"]), ensure_ascii=False)
+        except ValueError:
+            pass
+    return calls
 
 
 def schema_types(schema: Any) -> set[str]:
@@ -391,11 +402,7 @@ class Qwen3XmlToolParser(ToolParser):
         state["ns"] = True
         content, deltas = self.feed(state, text, token_ids)
         tail, more = self.finish(state)
-        calls: dict[int, dict[str, Any]] = {}
-        for d in deltas + more:
-            call = calls.setdefault(d["index"], {"id": None, "name": "", "arguments": ""})
-            call["name"] += d["function"].get("name") or ""
-            call["arguments"] += d["function"].get("arguments") or ""
+        calls = aggregate_tool_deltas(deltas + more)
         content = content + tail
         if not calls:
             return None, content or None
@@ -404,13 +411,5 @@ class Qwen3XmlToolParser(ToolParser):
             head = self.start()
             content, _ = self.feed(head, text[:first], token_ids)
             content += self.finish(head)[0]
-        result = []
-        for i in sorted(calls):
-            call = calls[i]
-            try:  # a repeated key: json.loads keeps the last value (vLLM builds a dict)
-                call["arguments"] = json.dumps(json.loads(call["arguments"]), ensure_ascii=False)
-            except ValueError:
-                pass
-            result.append(call)
-        return result, content.strip() or None
+        return dict_arguments(calls), content.strip() or None
 
