@@ -521,7 +521,9 @@ class CompletionChoiceStream:
         # echo with max_tokens 0: the engine generates one token (spec 2.2) that vLLM does not show
         self.echo_only = echo_only
         self.model = model
-        self.prompt_logprobs: list[Any] | None = None  # the engine's, when it sent them (non-streamed)
+        # the engine's, from a non-streamed answer (a streamed echo fetches them first: see
+        # `wants_prompt_logprobs`); None leaves the echoed prompt's logprob values null
+        self.prompt_logprobs: list[Any] | None = None
         self.engine_done = False
         self.started = False
         self.text: list[str] = []
@@ -533,6 +535,12 @@ class CompletionChoiceStream:
     @property
     def finished(self) -> bool:
         return self.decoder.finished
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        """Echo with logprobs: the first chunk carries the prompt's logprobs, which a tokens-only
+        engine sends only in a non-streamed answer, so they must be fetched before streaming."""
+        return self.echo_text is not None and self.decoder.opts.logprobs
 
     def _echo_logprobs(self) -> dict[str, Any] | None:
         """The echoed prompt's part of the logprobs (None without echo or logprobs)."""

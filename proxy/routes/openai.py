@@ -334,20 +334,29 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _chat_full(run, req, gen, choices, created, model, use_stream)
 
 
+async def _engine_answer(run: EngineRun, body: dict[str, Any], prompt_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    """One non-streamed engine answer: its checked choices and its prompt_logprobs (None when absent).
+
+    Engine failures become the client's JSON error (nothing has been sent to the client yet)."""
+    try:
+        _, response = await run.pool.generate(body, prompt_ids)
+        choices = engine_choices(response, started=False)
+    except EngineError as exc:
+        raise _client_error(exc) from None
+    prompt_logprobs = response.get("prompt_logprobs")
+    return choices, prompt_logprobs if isinstance(prompt_logprobs, list) else None
+
+
 async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list[Any]], use_stream: bool) -> None:
     """Read every engine answer into its choices (non-streamed client answers)."""
     if not use_stream:
         async def one(gen: dict[str, Any], group: list[Any]) -> None:
-            try:
-                _, response = await run.pool.generate(engine_body(gen, stream=False), gen["token_ids"])
-                choices = engine_choices(response, started=False)
-            except EngineError as exc:
-                raise _client_error(exc) from None
-            prompt_logprobs = response.get("prompt_logprobs")
-            run.prompt_logprobs.append(prompt_logprobs if isinstance(prompt_logprobs, list) else None)
+            choices, prompt_logprobs = await _engine_answer(run, engine_body(gen, stream=False), gen["token_ids"])
+            run.prompt_logprobs.append(prompt_logprobs)
             for c in group:
                 if hasattr(c, "prompt_logprobs"):
-                    c.prompt_logprobs = run.prompt_logprobs[-1]
+                    c.prompt_logprobs = prompt_logprobs
             try:
                 for choice in choices:
                     index = choice.get("index", 0)
@@ -524,6 +533,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     created = int(time.time())
     base_id = gens[0]["request_id"] if len(gens) == 1 else gens[0]["request_id"].rsplit("-", 1)[0]
     if req.stream:
+        if req.echo and req.max_tokens == 0:
+            return await _echo_only_stream(request, run, req, gens, groups, created, model, base_id)
         return await _completion_stream(request, run, req, gens, groups, created, model, base_id)
     try:
         await _collect(run, gens, groups, use_stream=bool(opts.stop) and sampling.get("prompt_logprobs") is None)
@@ -537,10 +548,113 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return json_response(completion_response(base_id, created, model.name, out, prompt_tokens, completion))
 
 
+# Sampling keys that only shape the generated tokens: the prompt-logprobs side request (one token,
+# nobody reads it) leaves them out, so it is never rejected for them (min_tokens > max_tokens 1)
+# and never pays for them (a structured-output grammar, output logprobs, n sequences).
+_GENERATION_ONLY = ("n", "logprobs", "logprob_token_ids", "min_tokens", "structured_outputs")
+
+
+def prompt_logprobs_body(gen: dict[str, Any]) -> dict[str, Any]:
+    """The non-streamed engine request that only fetches one prompt's logprobs (streamed echo).
+
+    `max_tokens: 1` because the engine must generate at least one token (spec 2.2 does the same for
+    echo with max_tokens 0); its own id, so an abort of it never touches the streamed request."""
+    params = {k: v for k, v in gen["sampling_params"].items() if k not in _GENERATION_ONLY}
+    params["max_tokens"] = 1
+    return engine_body({**gen, "request_id": f"{gen['request_id']}-prompt-logprobs", "sampling_params": params},
+                       stream=False)
+
+
+def completion_stream_body(gen: dict[str, Any]) -> dict[str, Any]:
+    """The streamed engine request of a completion: without `prompt_logprobs`, which a tokens-only
+    engine never puts in stream events (spec 2.3) and completion chunks never carry; computing them
+    would be wasted work, and their `skip_reading_prefix_cache` would bypass the prefix cache."""
+    body = engine_body(gen, stream=True)
+    params = body["sampling_params"]  # engine_body's own copy
+    if params.pop("prompt_logprobs", None) is not None:
+        params["skip_reading_prefix_cache"] = False
+    return body
+
+
+async def _open_completion_stream(run: EngineRun, gen: dict[str, Any], group: list[CompletionChoiceStream]
+                                  ) -> tuple[EngineStream, dict | None]:
+    """Open one prompt's engine stream; with echo + logprobs, first fetch its prompt logprobs.
+
+    vLLM's coupled server puts the prompt logprobs in the first echoed chunk, but a tokens-only
+    engine sends them only in non-streamed answers. So a non-streamed side request (max_tokens 1)
+    runs first and the stream is opened when it has answered, rather than both at once:
+    * the engine's prefix cache then holds the prompt (the side request writes it), so the
+      streamed request's prefill is mostly a cache hit instead of a second full prefill running
+      in parallel: echo + logprobs is a scoring workload, engine time matters more than the
+      extra time to first token (one prefill of the prompt);
+    * a failing side request (engine down, 4xx, protocol break) is still a JSON error with the
+      right status, before any SSE, and no streamed request was started for nothing;
+    * a client that goes away while it runs cancels it, which aborts it on the engine (the
+      pool's non-streamed generate posts the abort), and the stream is never opened.
+    With several engines the two requests land on the same engine only with
+    `--prefix-affinity-tokens` (otherwise the least loaded engine takes each)."""
+    if group and group[0].wants_prompt_logprobs:
+        _, prompt_logprobs = await _engine_answer(run, prompt_logprobs_body(gen), gen["token_ids"])
+        for choice in group:
+            choice.prompt_logprobs = prompt_logprobs
+    return await run.open(completion_stream_body(gen), gen["token_ids"])
+
+
+async def _echo_only_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
+                            gens: list[dict[str, Any]], groups: list[list[CompletionChoiceStream]], created: int,
+                            model: ModelInfo, rid: str) -> web.StreamResponse:
+    """Streamed echo with max_tokens 0 (scoring): the only output is the prompt, which is known
+    before the engine runs, and its logprobs come only in a non-streamed answer. So: one
+    non-streamed engine request per prompt (max_tokens 1 as rendered, with prompt_logprobs),
+    written as the SSE that `vllm serve` streams for it: per choice one chunk with the prompt, its
+    logprobs and the finish; the usage chunk when asked; [DONE]. Engine failures are JSON errors."""
+    try:
+        answers = await _all_or_none(run, [_engine_answer(run, engine_body(g, stream=False), g["token_ids"])
+                                           for g in gens])
+    except asyncio.CancelledError:
+        run.abort_all("client_disconnect")
+        raise
+    options = req.stream_options
+    include_usage = bool(options and options.include_usage)
+    continuous = include_usage and bool(options and options.continuous_usage_stats)
+    prompt_lens = [len(g["token_ids"]) for g in gens]
+    events: list[bytes] = []
+    try:
+        for p, (choices, prompt_logprobs) in enumerate(answers):
+            group = groups[p]
+            for choice_state in group:
+                choice_state.prompt_logprobs = prompt_logprobs
+            for choice in sorted(choices, key=lambda c: c.get("index", 0)):
+                index = choice.get("index", 0)
+                if 0 <= index < len(group):
+                    chunk = group[index].chunk(choice, rid, created, model.name,
+                                               prompt_lens[p] if continuous else None)
+                    if chunk is not None:
+                        events.append(_sse(chunk))
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        log.exception("derendering the engine answer failed")
+        raise _client_error(invalid_response()) from None
+    completion = sum(c.decoder.num_tokens for group in groups for c in group)
+    run.count(0, completion)
+    if include_usage:
+        events.append(_sse(usage_chunk(rid, created, model.name, "text_completion", sum(prompt_lens), completion)))
+    events.append(DONE)
+    resp = web.StreamResponse(headers=SSE_HEADERS)
+    try:
+        await resp.prepare(request)
+        await resp.write(b"".join(events))
+        await resp.write_eof()
+    except ConnectionResetError:
+        raise _client_gone() from None
+    finally:
+        run.report_tokens()
+    return resp
+
+
 async def _completion_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
                              gens: list[dict[str, Any]], groups: list[list[CompletionChoiceStream]], created: int,
                              model: ModelInfo, rid: str) -> web.StreamResponse:
-    sources = await _all_or_none(run, [run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens])
+    sources = await _all_or_none(run, [_open_completion_stream(run, g, grp) for g, grp in zip(gens, groups)])
     options = req.stream_options
     include_usage = bool(options and options.include_usage)
     continuous = include_usage and bool(options and options.continuous_usage_stats)
