@@ -84,3 +84,54 @@ def test_ascii_and_unicode_runs_cut_exactly(encoder, tokenizer, pieces):
     # ASCII (`re`) and Unicode (`regex`) runs must not change a single id
     text = "".join(pieces)
     assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
+
+
+LONG = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "Z", "Cc")), min_size=70,
+               max_size=700)
+
+
+@settings(max_examples=40, deadline=None)
+@given(segments=st.lists(LONG, min_size=1, max_size=4), special=st.sampled_from(["<|im_end|>", "<|eot_id|>", "<think>"]))
+def test_segment_cache_is_exact(encoder, tokenizer, segments, special):
+    # long segments between added tokens are cached; reused in another order and another
+    # neighbourhood they still give the Rust ids
+    text = special.join(segments)
+    reordered = special.join([*reversed(segments), "tail"])
+    for _ in range(2):
+        assert encoder.encode(text) == tokenizer.backend.encode(text, add_special_tokens=False).ids
+        assert encoder.encode(reordered) == tokenizer.backend.encode(reordered, add_special_tokens=False).ids
+
+
+def test_multi_turn_chat_reuses_earlier_turns(qwen3):
+    # a conversation re-sent each turn: every earlier turn is a cache hit, ids stay exact
+    from core.protocol.chat import ChatCompletionRequest
+    from core.render import RenderOptions, fast_encoder, render_chat
+
+    encoder = fast_encoder(qwen3.tokenizer)
+    messages = [{"role": "system", "content": "You are a careful assistant who explains things well. " * 8}]
+    options = RenderOptions()
+    for turn in range(4):
+        messages.append({"role": "user", "content": f"Question {turn}: why is the sky blue at noon? " * 8})
+        request = ChatCompletionRequest.model_validate({"model": "tiny-qwen3", "messages": messages})
+        hits = encoder.segments.hits
+        ids = render_chat(qwen3, options, request)["token_ids"]
+        # the system prompt, the earlier questions and every answer but the newest one
+        assert encoder.segments.hits - hits >= 2 * turn
+        encoder.segments.clear()  # the same render, every segment encoded afresh
+        assert render_chat(qwen3, options, request)["token_ids"] == ids
+        messages.append({"role": "assistant", "content": f"Answer {turn}: Rayleigh scattering of sunlight. " * 8})
+
+
+def test_segment_cache_is_bounded():
+    from array import array
+
+    from core.fast_encode import SegmentCache
+
+    cache = SegmentCache(max_chars=1000)
+    for i in range(10):
+        cache.put(f"{i:03d}" + "x" * 197, array("I", [i]))
+    assert cache.chars <= 1000 and len(cache) == 5
+    assert cache.get("009" + "x" * 197) == array("I", [9]) and cache.get("000" + "x" * 197) is None
+    cache.put("y" * 400, array("I", [1]))  # larger than a quarter of the bound: not kept
+    assert cache.get("y" * 400) is None
+    assert (cache.hits, cache.misses) == (1, 2)
