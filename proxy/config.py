@@ -43,6 +43,10 @@ class ServerConfig:
     engine_max_connections: int = 1024
     health_check_interval: float = 5.0
     prefix_affinity_tokens: int = 0  # 0: off; N: same first N prompt tokens -> same engine
+    engine_max_concurrency: int = 0  # per engine; 0: unlimited (no queue)
+    engine_queue_timeout: float = 30.0  # longest wait for a slot, then 503; 0: 503 at once
+    engine_failure_threshold: int = 5  # consecutive failures that open an engine's circuit; 0: never
+    engine_cooldown: float = 10.0  # seconds an open engine gets no requests before a probe
     # security, hygiene, lifecycle
     api_key: str | None = None
     allowed_origins: list[str] = field(default_factory=list)
@@ -68,6 +72,19 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+def _non_negative(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+        if not value >= 0:  # also rejects NaN
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +127,15 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-max-connections", type=int, default=1024)
     parser.add_argument("--health-check-interval", type=float, default=5.0)
     parser.add_argument("--prefix-affinity-tokens", type=int, default=0)
+    parser.add_argument("--engine-max-concurrency", type=_non_negative(int), default=0,
+                        help="requests outstanding per engine at most; more wait in a FIFO queue (0: unlimited)")
+    parser.add_argument("--engine-queue-timeout", type=_non_negative(float), default=30.0,
+                        help="seconds a request waits for a free engine slot before a 503 (0: no waiting)")
+    parser.add_argument("--engine-failure-threshold", type=_non_negative(int), default=5,
+                        help="consecutive failures (connect, timeout, 5xx, broken stream; never 4xx) that take "
+                             "an engine out for --engine-cooldown (0: only unreachable engines are taken out)")
+    parser.add_argument("--engine-cooldown", type=_non_negative(float), default=10.0,
+                        help="seconds an engine is left alone after failing, before one probe request")
     parser.add_argument("--api-key", default=os.environ.get("DERENDER_API_KEY") or os.environ.get("VLLM_API_KEY"),
                         help="required Bearer token (env DERENDER_API_KEY or VLLM_API_KEY)")
     parser.add_argument("--allowed-origins", nargs="*", default=[],

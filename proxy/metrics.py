@@ -18,6 +18,15 @@ The API, for the route and engine code (all calls are cheap: label children are 
     m.abort(cause)                          # cause: "client_disconnect", "stop_string", "timeout",
                                             #        "shutdown", ...
 
+and for the engine pool (`proxy/engine/pool.py`):
+
+    m.engine_status(engine_url, circuit_state, outstanding)  # circuit: closed | half_open | open
+    m.engine_opened(engine_url)             # the engine's circuit opened (taken out of rotation)
+    m.queue_length(n)                       # requests waiting for a slot (--engine-max-concurrency)
+    m.observe_queue_wait(seconds)           # time one request spent in that queue
+    m.shed(reason)                          # 503 without calling an engine: "unavailable" (all open),
+                                            # "queue_timeout", "queue_full" (--engine-queue-timeout 0)
+
 Request counts, in-flight requests and end-to-end latency are recorded by the outermost
 middleware (`proxy/access_log.py`) for every route: handlers do nothing for those.
 """
@@ -34,6 +43,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import generate_latest
 
+from proxy.engine.circuit import STATE_VALUES as CIRCUIT_STATE_VALUES
+
 PREFIX = "derender_proxy_"
 METRICS_PATH = "/metrics"
 
@@ -44,6 +55,8 @@ ITL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15
                0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+                 120.0)
 LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -85,6 +98,28 @@ class ProxyMetrics:
             PREFIX + "engine_retries",
             "Requests retried on another engine after this engine failed before the first token.",
             ["engine"], registry=r)
+        self.engine_circuit_state = Gauge(
+            PREFIX + "engine_circuit_state",
+            "Circuit breaker state of each engine: 0 closed (in rotation), 1 half-open (one probe), "
+            "2 open (taken out after failures or unreachable).", ["engine"], registry=r)
+        self.engine_outstanding = Gauge(
+            PREFIX + "engine_outstanding_requests", "Requests outstanding on each engine.", ["engine"],
+            registry=r)
+        self.engine_circuit_opened = Counter(
+            PREFIX + "engine_circuit_opened",
+            "Times an engine was taken out of rotation (failure threshold, refused connection, failed "
+            "health check).", ["engine"], registry=r)
+        self.queue_waiting = Gauge(
+            PREFIX + "engine_queue_length",
+            "Requests waiting for a free engine slot (--engine-max-concurrency).", registry=r)
+        self.queue_wait = Histogram(
+            PREFIX + "engine_queue_wait_seconds",
+            "Time requests spent waiting for a free engine slot (served, timed out or cancelled).",
+            buckets=QUEUE_BUCKETS, registry=r)
+        self.shed_requests = Counter(
+            PREFIX + "requests_shed",
+            "Requests answered 503 without calling an engine, by reason: unavailable (every engine "
+            "open), queue_timeout, queue_full.", ["reason"], registry=r)
         self.aborts = Counter(
             PREFIX + "aborts", "Engine requests aborted, by cause.", ["cause"], registry=r)
         self.loop_lag = Histogram(
@@ -95,6 +130,7 @@ class ProxyMetrics:
             PREFIX + "event_loop_lag_last_seconds", "Most recent event-loop lag probe.", registry=r)
         self._request_children: dict[tuple[str, str, int], Any] = {}
         self._e2e_children: dict[str, Any] = {}
+        self._engine_children: dict[str, tuple[Any, Any]] = {}
 
     # --- the API for routes and engine code -------------------------------------------------------
 
@@ -131,6 +167,29 @@ class ProxyMetrics:
     def engine_retry(self, engine: str) -> None:
         """A request that failed on `engine` before its first token is being retried elsewhere."""
         self.engine_retries.labels(engine).inc()
+
+    def engine_status(self, engine: str, circuit_state: str, outstanding: int) -> None:
+        """An engine's circuit state (closed | half_open | open) and outstanding requests changed."""
+        children = self._engine_children.get(engine)
+        if children is None:  # twice per engine request: label lookups cached
+            children = self._engine_children[engine] = (self.engine_circuit_state.labels(engine),
+                                                        self.engine_outstanding.labels(engine))
+        children[0].set(CIRCUIT_STATE_VALUES[circuit_state])
+        children[1].set(outstanding)
+
+    def engine_opened(self, engine: str) -> None:
+        """The engine's circuit opened: it gets no requests until its cooldown ends."""
+        self.engine_circuit_opened.labels(engine).inc()
+
+    def queue_length(self, waiting: int) -> None:
+        self.queue_waiting.set(waiting)
+
+    def observe_queue_wait(self, seconds: float) -> None:
+        self.queue_wait.observe(seconds)
+
+    def shed(self, reason: str) -> None:
+        """A request got a 503 from the pool itself: unavailable, queue_timeout or queue_full."""
+        self.shed_requests.labels(reason).inc()
 
     def abort(self, cause: str) -> None:
         """An engine request was aborted: client_disconnect, stop_string, timeout, shutdown, ..."""

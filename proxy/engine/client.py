@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from proxy.engine.circuit import OPEN, Circuit
 from proxy.engine.sse import DONE, SSEDecoder, SSEError
 
 log = logging.getLogger("derender_proxy.engine")
@@ -41,14 +42,17 @@ class EngineError(Exception):
     """An engine call that failed; `status`/`type`/`message` are what the client gets."""
 
     def __init__(self, message: str, status: int, type: str, *, kind: str, started: bool = False,
-                 retryable: bool = False) -> None:
+                 retryable: bool = False, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.type = type
-        self.kind = kind  # connect | disconnect | status | stream | timeout
+        # connect | disconnect | status | stream | timeout; from the pool itself (no engine was
+        # called): unavailable (every engine's circuit is open) | busy (no free slot in time)
+        self.kind = kind
         self.started = started  # tokens had already been received
         self.retryable = retryable and not started
+        self.retry_after = retry_after  # seconds, for a Retry-After header (pool rejections)
 
 
 def unreachable(url: str, exc: BaseException) -> EngineError:
@@ -100,7 +104,7 @@ class Engine:
     """One engine base URL, with its load and health as the pool sees them."""
 
     def __init__(self, url: str, session: aiohttp.ClientSession | None, *, api_key: str | None = None,
-                 timeouts: EngineTimeouts = EngineTimeouts()) -> None:
+                 timeouts: EngineTimeouts = EngineTimeouts(), circuit: Circuit | None = None) -> None:
         self.url = url.rstrip("/")
         self.session: aiohttp.ClientSession = session  # type: ignore[assignment]  # attached at start-up
         self.timeouts = timeouts
@@ -108,11 +112,16 @@ class Engine:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.outstanding = 0
-        self.healthy = True
+        self.circuit = circuit or Circuit()
         self._background: set[asyncio.Task] = set()
 
+    @property
+    def healthy(self) -> bool:
+        """Not open: the pool sends it requests (closed, or half-open for one probe)."""
+        return self.circuit.state != OPEN
+
     def __repr__(self) -> str:
-        return f"Engine({self.url}, outstanding={self.outstanding}, healthy={self.healthy})"
+        return f"Engine({self.url}, outstanding={self.outstanding}, circuit={self.circuit.state})"
 
     async def _post(self, path: str, body: bytes, request_id: str | None, timeout: float | None
                     ) -> aiohttp.ClientResponse:
@@ -225,7 +234,9 @@ class EngineStream:
         self._decoder = SSEDecoder()
         self._pending: deque[bytes] = deque()
         self.started = False  # an event with tokens (or any event) arrived
-        self.finished = False  # [DONE] seen
+        self.finished = False  # [DONE] seen (and the connection reusable)
+        self.completed = False  # [DONE] seen
+        self.error: EngineError | None = None  # why the stream failed, for on_close callbacks
         self.closed = False
         self.engine_request_id = ENGINE_ID_PREFIX + request_id if request_id else None
         self._on_close: list[Any] = []
@@ -242,29 +253,24 @@ class EngineStream:
                 async with asyncio.timeout(timeout):
                     data = await self._resp.content.readany()
             except TimeoutError:
-                self.abort()
-                raise EngineError("The inference engine timed out "
-                                  + ("between tokens." if self.started else "before the first token."),
-                                  504, "GatewayTimeout", kind="timeout", started=self.started,
-                                  retryable=True) from None
+                raise self._fail(EngineError(
+                    "The inference engine timed out " + ("between tokens." if self.started else "before the first token."),
+                    504, "GatewayTimeout", kind="timeout", started=self.started, retryable=True)) from None
             except (aiohttp.ClientError, ConnectionError) as exc:
-                self.abort()
                 log.warning("engine %s stream broke: %s", self.engine.url, exc)
-                raise EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream", started=self.started,
-                                  retryable=True) from None
+                raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",
+                                             started=self.started, retryable=True)) from None
             if not data:  # EOF without [DONE]: the engine (or the network) cut the stream
-                self.abort()
-                raise EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream", started=self.started,
-                                  retryable=True)
+                raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",
+                                             started=self.started, retryable=True))
             try:
                 self._pending.extend(self._decoder.feed(data))
             except SSEError as exc:
-                self.abort()
-                raise EngineError(f"The inference engine sent an invalid stream ({exc}).", 502, "BadGatewayError",
-                                  kind="stream", started=self.started) from None
+                raise self._fail(EngineError(f"The inference engine sent an invalid stream ({exc}).", 502,
+                                             "BadGatewayError", kind="stream", started=self.started)) from None
         payload = self._pending.popleft()
         if payload == DONE:
-            self.finished = True
+            self.finished = self.completed = True
             self._pending.clear()
             await self._read_to_eof()
             self.close()
@@ -274,17 +280,21 @@ class EngineStream:
         except orjson.JSONDecodeError:
             event = None
         if not isinstance(event, dict):
-            self.abort()
-            raise invalid_response(started=self.started)
+            raise self._fail(invalid_response(started=self.started))
         if "error" in event and "choices" not in event:
-            self.abort()
-            raise stream_error_event(event)
+            raise self._fail(stream_error_event(event))
         if not self.started:
             self.started = True
             rid = event.get("request_id")
             if isinstance(rid, str) and rid:
                 self.engine_request_id = rid
         return event
+
+    def _fail(self, exc: EngineError) -> EngineError:
+        """Record why the stream failed (the pool's on_close callback reads it), then abort it."""
+        self.error = exc
+        self.abort()
+        return exc
 
     async def next_batch(self, limit: int = 64) -> list[dict[str, Any]] | None:
         """The next event and every further one already received (at most `limit`), or None at the

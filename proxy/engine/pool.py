@@ -1,12 +1,22 @@
-"""Several engines behind one proxy: choice, health, retry, prefix affinity.
+"""Several engines behind one proxy: choice, limits, health, circuit breaking, retry, affinity.
 
-* **Choice:** the healthy engine with the fewest outstanding requests (ties: the first listed).
-  With `--prefix-affinity-tokens N`, requests sharing their first N prompt tokens go to the same
-  engine (rendezvous hashing, so losing one engine only moves its own prefixes), which keeps the
-  engine's prefix cache warm; when that engine is down the least-loaded one is used.
-* **Health:** `/health` is polled every `--health-check-interval` seconds. An engine that refuses
-  a connection is marked down at once and comes back when a poll succeeds. When every engine is
-  down, requests still try them (one may have just restarted) rather than fail without trying.
+* **Choice:** among the engines that may take a request now, the one with the fewest outstanding
+  requests (ties: the first listed). With `--prefix-affinity-tokens N`, requests sharing their
+  first N prompt tokens go to the same engine (rendezvous hashing, so losing one engine only moves
+  its own prefixes), which keeps the engine's prefix cache warm; when that engine is open or full,
+  the next engine in the prefix's rendezvous order takes it (better a cold cache than a queue).
+* **Concurrency limit:** with `--engine-max-concurrency N`, an engine never has more than N
+  requests outstanding. Requests beyond that wait in one FIFO queue for a slot on any engine
+  (a retry goes to the head: it has waited already), at most `--engine-queue-timeout` seconds,
+  then get a 503; a client that goes away while queued leaves the queue and no engine ever sees
+  its request. Without a limit (0, the default) requests never queue for capacity.
+* **Circuit breaker** (`proxy.engine.circuit`, one per engine): `--engine-failure-threshold`
+  consecutive failures (connect errors, timeouts, 5xx, broken streams; never a 4xx, which is the
+  client's request) open it for `--engine-cooldown` seconds; then one probe request is let
+  through and its first token closes it. A refused connection or a failed `/health` poll opens it
+  at once, and a successful poll closes such an engine again (the "marked down" of old).
+* **Nothing available:** when every engine is open, requests fail fast with a 503 saying so and
+  when to retry, instead of piling onto engines known to be failing.
 * **Retry:** a request that fails before its first token (connection refused, 5xx, timeout) is
   retried once on another engine (on the same one only when it is alone and merely dropped a
   kept-alive connection). After the first token nothing is retried: the client already has part
@@ -17,31 +27,63 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from core.errors import RequestError
+from proxy.engine.circuit import OPEN, UNREACHABLE, Circuit
 from proxy.engine.client import ENGINE_ID_PREFIX, Engine, EngineError, EngineStream, EngineTimeouts
 
 log = logging.getLogger("derender_proxy.engine")
 
 NO_ENGINE_MESSAGE = "No inference engine is configured (--engine-url)."
+BUSY_RETRY_AFTER = 1  # seconds: a slot usually frees within a generation or two
+
+
+def counts_against_engine(exc: EngineError) -> bool:
+    """Does this failure say the engine is in trouble (circuit breaker)? A 4xx never does: it is
+    the client's request (too long, bad parameters), and one client must not shut an engine off."""
+    if exc.kind in ("connect", "disconnect", "timeout"):
+        return True
+    if exc.kind in ("status", "stream"):
+        return exc.status >= 500  # error events carry the engine's code; ours are 502
+    return False  # unavailable / busy: raised by the pool itself
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A request waiting for a slot; its future gets (engine, is_probe) or an EngineError."""
+
+    prompt_ids: Sequence[int] | None
+    exclude: Sequence[Engine]
+    future: asyncio.Future = field(repr=False)
 
 
 class EnginePool:
     def __init__(self, urls: Sequence[str], session: aiohttp.ClientSession | None = None, *,
                  api_key: str | None = None, timeouts: EngineTimeouts = EngineTimeouts(),
-                 affinity_tokens: int = 0, metrics: Any = None) -> None:
+                 affinity_tokens: int = 0, metrics: Any = None, max_concurrency: int = 0,
+                 queue_timeout: float = 30.0, failure_threshold: int = 5, cooldown: float = 10.0) -> None:
         self.session = session
-        self.engines = [Engine(url, session, api_key=api_key, timeouts=timeouts) for url in urls]
+        self.engines = [Engine(url, session, api_key=api_key, timeouts=timeouts,
+                               circuit=Circuit(failure_threshold, cooldown)) for url in urls]
         self.affinity_tokens = affinity_tokens
         self.metrics = metrics
+        self.max_concurrency = max_concurrency  # per engine; 0: unlimited
+        self.queue_timeout = queue_timeout  # 0: no queue, answer 503 at once when every engine is full
+        self._waiters: deque[_Waiter] = deque()
+        self._timers: dict[Engine, asyncio.TimerHandle] = {}
         self._health_task: asyncio.Task | None = None
+        for engine in self.engines:
+            self._publish(engine)
 
     def attach(self, session: aiohttp.ClientSession) -> None:
         """Use this session (created on the running loop, at app start-up) for every engine."""
@@ -49,78 +91,256 @@ class EnginePool:
         for engine in self.engines:
             engine.session = session
 
+    @property
+    def queue_length(self) -> int:
+        return len(self._waiters)
+
     # -- choice ---------------------------------------------------------------------------------
 
+    def _has_slot(self, engine: Engine) -> bool:
+        return self.max_concurrency <= 0 or engine.outstanding < self.max_concurrency
+
     def choose(self, prompt_ids: Sequence[int] | None = None, exclude: Sequence[Engine] = ()) -> Engine | None:
-        candidates = [e for e in self.engines if e not in exclude]
+        """The engine a request would go to now, or None (every candidate open, probing or full)."""
+        candidates = [e for e in self.engines
+                      if e not in exclude and e.circuit.allows() and self._has_slot(e)]
         if not candidates:
             return None
-        healthy = [e for e in candidates if e.healthy] or candidates
-        if self.affinity_tokens > 0 and prompt_ids and len(healthy) > 1:
+        if self.affinity_tokens > 0 and prompt_ids and len(self.engines) > 1:
             key = array("q", prompt_ids[:self.affinity_tokens]).tobytes()
-            return max(healthy, key=lambda e: zlib.crc32(e.url.encode(), zlib.crc32(key)))
-        return min(healthy, key=lambda e: e.outstanding)
+            return max(candidates, key=lambda e: zlib.crc32(e.url.encode(), zlib.crc32(key)))
+        return min(candidates, key=lambda e: e.outstanding)
+
+    def _usable(self, exclude: Sequence[Engine] = ()) -> bool:
+        """Is some engine (not excluded) closed or half-open, so waiting for it makes sense?"""
+        return any(e.circuit.usable() for e in self.engines if e not in exclude)
 
     def mark_down(self, engine: Engine, why: str) -> None:
-        if engine.healthy:
-            log.warning("engine %s marked down: %s", engine.url, why)
-        engine.healthy = False
+        """The engine is unreachable: open its circuit now (a good /health poll closes it)."""
+        self._open(engine, UNREACHABLE, why)
+
+    # -- slots and the queue ----------------------------------------------------------------------
+
+    def _take(self, engine: Engine) -> bool:
+        engine.outstanding += 1
+        probe = engine.circuit.take()
+        self._publish(engine)
+        return probe
+
+    def _release(self, engine: Engine, probe: bool, error: EngineError | None = None,
+                 success: bool = False) -> None:
+        """A request on `engine` is over: free its slot, feed its outcome to the circuit breaker
+        (an error, a success, or neither when we ended it ourselves) and serve the queue."""
+        engine.outstanding -= 1
+        circuit = engine.circuit
+        if probe:
+            circuit.probe_over()
+        if error is not None and counts_against_engine(error):
+            if error.kind == "connect":
+                self._open(engine, UNREACHABLE, error.message)
+            elif circuit.failure():
+                self._opened(engine, f"{error.message} ({error.kind})")
+        elif success and circuit.success():
+            log.info("engine %s is back (probe succeeded)", engine.url)
+        self._publish(engine)
+        self._dispatch()
+
+    def _started(self, engine: Engine) -> None:
+        """A request got its first token: a half-open engine has proved itself."""
+        if engine.circuit.started():
+            log.info("engine %s is back (probe started generating)", engine.url)
+            self._publish(engine)
+            self._dispatch()
+
+    async def _acquire(self, prompt_ids: Sequence[int] | None, exclude: Sequence[Engine],
+                       retry: bool = False) -> tuple[Engine, bool]:
+        """A slot on an engine (and whether it is a half-open probe): now, or after queueing."""
+        if not self._waiters:  # nobody ahead: no need to queue
+            engine = self.choose(prompt_ids, exclude)
+            if engine is not None:
+                return engine, self._take(engine)
+        if not self._usable(exclude):
+            raise self._unavailable(exclude)
+        if self.queue_timeout <= 0:
+            raise self._busy(None)
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(prompt_ids, tuple(exclude), loop.create_future())
+        if retry:
+            self._waiters.appendleft(waiter)
+        else:
+            self._waiters.append(waiter)
+        self._dispatch()
+        if waiter.future.done():
+            return waiter.future.result()
+        started = loop.time()
+        self._publish_queue()
+        try:
+            async with asyncio.timeout(self.queue_timeout):
+                return await waiter.future
+        except TimeoutError:
+            granted = _granted(waiter)
+            if granted is not None:  # the slot came just as the time ran out: take it
+                return granted
+            raise self._busy(loop.time() - started) from None
+        except asyncio.CancelledError:  # the client went away while queued: it never reaches an engine
+            granted = _granted(waiter)
+            if granted is not None:
+                self._release(*granted)
+            raise
+        finally:
+            try:
+                self._waiters.remove(waiter)
+            except ValueError:
+                pass
+            if self.metrics is not None:
+                self.metrics.observe_queue_wait(loop.time() - started)
+            self._publish_queue()
+
+    def _dispatch(self) -> None:
+        """Hand free slots to the waiters, first come first served; when every engine is open, fail
+        them all (nothing will free up before the cooldown)."""
+        if not self._waiters:
+            return
+        if not self._usable():
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.future.done():
+                    waiter.future.set_exception(self._unavailable())
+            self._publish_queue()
+            return
+        skipped: list[_Waiter] = []  # waiters whose allowed engines are all busy (retries excluding some)
+        while self._waiters and any(e.circuit.allows() and self._has_slot(e) for e in self.engines):
+            waiter = self._waiters.popleft()
+            if waiter.future.done():
+                continue
+            engine = self.choose(waiter.prompt_ids, waiter.exclude)
+            if engine is not None:
+                waiter.future.set_result((engine, self._take(engine)))
+            elif not self._usable(waiter.exclude):
+                waiter.future.set_exception(self._unavailable(waiter.exclude))
+            else:
+                skipped.append(waiter)
+        self._waiters.extendleft(reversed(skipped))
+        self._publish_queue()
+
+    def _unavailable(self, exclude: Sequence[Engine] = ()) -> EngineError:
+        now = min((e.circuit.open_until for e in self.engines if e not in exclude and e.circuit.state == OPEN),
+                  default=0.0)
+        wait = max(1, math.ceil(now - self.engines[0].circuit.clock())) if now else BUSY_RETRY_AFTER
+        count = len(self.engines)
+        which = "The inference engine is" if count == 1 else f"All {count} inference engines are"
+        if self.metrics is not None:
+            self.metrics.shed("unavailable")
+        return EngineError(f"{which} unavailable (down or failing repeatedly); retry in {wait} s.", 503,
+                           "ServiceUnavailableError", kind="unavailable", retry_after=wait)
+
+    def _busy(self, waited: float | None) -> EngineError:
+        if self.metrics is not None:
+            self.metrics.shed("queue_timeout" if waited is not None else "queue_full")
+        message = (f"All inference engines are at their concurrency limit ({self.max_concurrency} requests "
+                   "each)")
+        message += (f"; no slot freed up within {waited:.1f} s." if waited is not None else ".")
+        return EngineError(message, 503, "ServiceUnavailableError", kind="busy", retry_after=BUSY_RETRY_AFTER)
+
+    # -- circuit state changes ----------------------------------------------------------------------
+
+    def _open(self, engine: Engine, reason: str, why: str) -> None:
+        was_open = engine.circuit.state == OPEN
+        engine.circuit.trip(reason)
+        self._opened(engine, why, quiet=was_open)
+
+    def _opened(self, engine: Engine, why: str, quiet: bool = False) -> None:
+        """The engine's circuit has just opened (or its cooldown restarted)."""
+        if not quiet:
+            log.warning("engine %s taken out for %.1f s: %s", engine.url, engine.circuit.cooldown, why)
+            if self.metrics is not None:
+                self.metrics.engine_opened(engine.url)
+        self._publish(engine)
+        self._dispatch()  # waiters that only this engine could serve fail now
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        old = self._timers.pop(engine, None)
+        if old is not None:
+            old.cancel()
+        # at the end of the cooldown the engine turns half-open: a waiter may probe it
+        self._timers[engine] = loop.call_later(engine.circuit.cooldown + 0.001, self._cooldown_over, engine)
+
+    def _cooldown_over(self, engine: Engine) -> None:
+        self._timers.pop(engine, None)
+        self._publish(engine)
+        self._dispatch()
+
+    def _publish(self, engine: Engine) -> None:
+        if self.metrics is not None:
+            self.metrics.engine_status(engine.url, engine.circuit.state, engine.outstanding)
+
+    def _publish_queue(self) -> None:
+        if self.metrics is not None:
+            self.metrics.queue_length(self.queue_length)
 
     # -- requests with retry ----------------------------------------------------------------------
 
     def _note_failure(self, engine: Engine, exc: EngineError) -> None:
         if self.metrics is not None:
             self.metrics.engine_error(engine.url, exc.kind)
-        if exc.kind == "connect":
-            self.mark_down(engine, exc.message)
 
-    def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None
-                     ) -> Engine:
-        engine = self.choose(prompt_ids, exclude=tried)
-        if engine is None and last is not None and last.kind == "disconnect" and len(tried) == 1:
-            engine = tried[0]  # a lone engine that dropped a stale connection: try it once more
-        if engine is None:
-            if last is not None:
-                raise last
-            raise EngineError(NO_ENGINE_MESSAGE, 503, "ServiceUnavailableError", kind="connect")
-        if tried and self.metrics is not None:
+    async def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None
+                           ) -> tuple[Engine, bool]:
+        if not self.engines:
+            raise EngineError(NO_ENGINE_MESSAGE, 503, "ServiceUnavailableError", kind="unavailable")
+        if not tried or last is None:
+            return await self._acquire(prompt_ids, ())
+        exclude: Sequence[Engine] = tried
+        if not self._usable(exclude) and last.kind == "disconnect" and len(tried) == 1:
+            exclude = ()  # a lone engine that dropped a stale connection: try it once more
+        if not self._usable(exclude):
+            raise last
+        if self.metrics is not None:
             self.metrics.engine_retry(tried[-1].url)
-        return engine
+        return await self._acquire(prompt_ids, exclude, retry=True)
 
     async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None
                           ) -> tuple[EngineStream, dict[str, Any] | None]:
         """Start a stream and read its first event, retrying once elsewhere on an early failure.
 
-        Returns the stream and its first event (None for a stream that ended at once)."""
+        Returns the stream and its first event (None for a stream that ended at once). The slot
+        is held until the stream is closed (end, failure or abort)."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
-            engine = self._next_engine(prompt_ids, tried, last)
+            engine, probe = await self._next_engine(prompt_ids, tried, last)
             tried.append(engine)
-            engine.outstanding += 1
-            stream: EngineStream | None = None
             try:
                 stream = await engine.open_stream(request)
-                stream.on_close(lambda e=engine: _release(e))
-                first = await stream.next()
-                return stream, first
             except EngineError as exc:
-                if stream is None:
-                    engine.outstanding -= 1
-                else:
-                    stream.abort()  # releases via on_close
+                self._release(engine, probe, error=exc)
                 self._note_failure(engine, exc)
                 last = exc
                 if not exc.retryable:
                     raise
+                continue
             except BaseException:  # cancelled (the client went away) while waiting for the engine
-                if stream is None:
-                    engine.outstanding -= 1
-                    if request.get("request_id"):
-                        engine.abort_in_background([ENGINE_ID_PREFIX + request["request_id"]])
-                else:
-                    stream.abort()
+                self._release(engine, probe)
+                if request.get("request_id"):
+                    engine.abort_in_background([ENGINE_ID_PREFIX + request["request_id"]])
                 raise
+            stream.on_close(lambda e=engine, p=probe, s=stream: self._release(e, p, s.error, s.completed))
+            try:
+                first = await stream.next()
+            except EngineError as exc:  # the stream released its slot and recorded the failure on close
+                stream.abort()
+                self._note_failure(engine, exc)
+                last = exc
+                if not exc.retryable:
+                    raise
+                continue
+            except BaseException:
+                stream.abort()
+                raise
+            self._started(engine)
+            return stream, first
         assert last is not None
         raise last
 
@@ -130,18 +350,22 @@ class EnginePool:
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
-            engine = self._next_engine(prompt_ids, tried, last)
+            engine, probe = await self._next_engine(prompt_ids, tried, last)
             tried.append(engine)
-            engine.outstanding += 1
             try:
-                return engine, await engine.generate(request)
+                answer = await engine.generate(request)
             except EngineError as exc:
+                self._release(engine, probe, error=exc)
                 self._note_failure(engine, exc)
                 last = exc
                 if not exc.retryable:
                     raise
-            finally:
-                engine.outstanding -= 1
+                continue
+            except BaseException:
+                self._release(engine, probe)
+                raise
+            self._release(engine, probe, success=True)
+            return engine, answer
         assert last is not None
         raise last
 
@@ -150,11 +374,12 @@ class EnginePool:
     async def check_all(self) -> None:
         results = await asyncio.gather(*(e.check_health() for e in self.engines))
         for engine, ok in zip(self.engines, results):
-            if ok and not engine.healthy:
-                log.info("engine %s is back", engine.url)
             if not ok:
-                self.mark_down(engine, "health check failed")
-            engine.healthy = ok
+                self._open(engine, UNREACHABLE, "health check failed")
+            elif engine.circuit.reachable():
+                log.info("engine %s is back (health check)", engine.url)
+                self._publish(engine)
+                self._dispatch()
 
     async def _health_loop(self, interval: float) -> None:
         while True:
@@ -169,6 +394,9 @@ class EnginePool:
             self._health_task = asyncio.get_running_loop().create_task(self._health_loop(interval))
 
     async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if self._health_task is not None:
             self._health_task.cancel()
             try:
@@ -178,8 +406,12 @@ class EnginePool:
             self._health_task = None
 
 
-def _release(engine: Engine) -> None:
-    engine.outstanding -= 1
+def _granted(waiter: _Waiter) -> tuple[Engine, bool] | None:
+    """The slot a waiter was given, if any (also marks a set exception as retrieved)."""
+    future = waiter.future
+    if future.done() and not future.cancelled() and future.exception() is None:
+        return future.result()
+    return None
 
 
 # -- app wiring ----------------------------------------------------------------------------------
@@ -196,7 +428,9 @@ def install(app: web.Application) -> None:
     pool = EnginePool(config.engine_url, api_key=config.engine_api_key,
                       timeouts=EngineTimeouts(config.engine_connect_timeout, config.engine_first_token_timeout,
                                               config.engine_idle_timeout),
-                      affinity_tokens=config.prefix_affinity_tokens, metrics=app.get(METRICS))
+                      affinity_tokens=config.prefix_affinity_tokens, metrics=app.get(METRICS),
+                      max_concurrency=config.engine_max_concurrency, queue_timeout=config.engine_queue_timeout,
+                      failure_threshold=config.engine_failure_threshold, cooldown=config.engine_cooldown)
     app[POOL] = pool
 
     async def start(app: web.Application) -> None:

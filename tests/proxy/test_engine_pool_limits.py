@@ -1,0 +1,301 @@
+"""Engine pool limits against reference engines over real loopback HTTP: the per-engine
+concurrency limit and its FIFO queue (timeout, cancellation), the circuit breaker (what opens
+it, what does not, half-open probes) and fail-fast when every engine is open.
+
+Engines are paced with the reference engine's fault knobs (a stream that stalls holds its slot
+until aborted), so every assertion is about order and counts, never about timing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from core.reference_engine import ReplyBook
+from proxy.engine.client import EngineError
+from proxy.engine.pool import EnginePool
+from proxy.reference_engine import REFERENCE, Faults, ReferenceEngine, create_reference_app
+
+REPLY = "Hello from the engine, with some words to stream."
+
+
+@pytest.fixture
+async def session():
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+@pytest.fixture
+async def start_engine(qwen3):
+    servers: list[TestServer] = []
+
+    async def start(**kwargs) -> TestServer:
+        app = create_reference_app(qwen3, replies=ReplyBook(qwen3, [(REPLY, None)]), **kwargs)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.close()
+
+
+def url(server: TestServer) -> str:
+    return f"http://127.0.0.1:{server.port}"
+
+
+def state(server: TestServer) -> ReferenceEngine:
+    return server.app[REFERENCE]
+
+
+def seen_ids(server: TestServer) -> list[str]:
+    """The request ids the engine received, in order."""
+    return [body["request_id"] for body in state(server).received]
+
+
+def gen_request(request_id: str, stream: bool = True):
+    return {"request_id": request_id, "token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 50},
+            "stream": stream}
+
+
+async def drain(stream) -> list[dict]:
+    events = []
+    while (event := await stream.next()) is not None:
+        events.append(event)
+    return events
+
+
+async def until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+# -- concurrency limit and queue ----------------------------------------------------------------
+
+async def test_requests_beyond_the_limit_wait_in_order_then_proceed(start_engine, session):
+    server = await start_engine(faults=Faults(stall_after=2))
+    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=10)
+    a, _ = await pool.open_stream(gen_request("a"))
+    b_task = asyncio.create_task(pool.open_stream(gen_request("b")))
+    c_task = asyncio.create_task(pool.generate(gen_request("c", stream=False)))
+    await until(lambda: pool.queue_length == 2)
+    assert seen_ids(server) == ["a"]  # nothing queued reached the engine
+    assert pool.engines[0].outstanding == 1
+
+    state(server).faults = Faults()
+    a.abort()  # frees the slot: the first in line gets it, the second keeps waiting
+    b, _ = await b_task
+    assert not c_task.done() and pool.queue_length == 1
+    assert seen_ids(server) == ["a", "b"]
+    events = await drain(b)
+    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+    _, answer = await c_task
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    assert seen_ids(server) == ["a", "b", "c"]
+    assert pool.engines[0].outstanding == 0 and pool.queue_length == 0
+
+
+async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(start_engine, session):
+    one = await start_engine(faults=Faults(stall_after=1))
+    two = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(one), url(two)], session, max_concurrency=1, queue_timeout=10)
+    s1, _ = await pool.open_stream(gen_request("1"))
+    s2, _ = await pool.open_stream(gen_request("2"))
+    assert {s1.engine.url, s2.engine.url} == {url(one), url(two)}  # one each: both full now
+    waiting = asyncio.create_task(pool.open_stream(gen_request("3")))
+    await until(lambda: pool.queue_length == 1)
+    second = s2.engine
+    state(two if second.url == url(two) else one).faults = Faults()
+    s2.abort()
+    s3, _ = await waiting
+    assert s3.engine is second
+    await drain(s3)
+    s1.abort()
+    assert [e.outstanding for e in pool.engines] == [0, 0]
+
+
+async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(start_engine, session):
+    server = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.2)
+    a, _ = await pool.open_stream(gen_request("a"))
+    with pytest.raises(EngineError) as err:
+        await pool.generate(gen_request("late", stream=False))
+    assert err.value.status == 503 and err.value.type == "ServiceUnavailableError"
+    assert err.value.kind == "busy" and err.value.retry_after == 1
+    assert "concurrency limit" in err.value.message
+    assert pool.queue_length == 0 and seen_ids(server) == ["a"]
+    # without a queue (timeout 0) the answer is immediate
+    pool.queue_timeout = 0
+    with pytest.raises(EngineError) as err:
+        await pool.open_stream(gen_request("now"))
+    assert err.value.status == 503 and seen_ids(server) == ["a"]
+    a.abort()
+    assert pool.engines[0].outstanding == 0
+    assert pool.engines[0].circuit.state == "closed"  # shedding is not the engine's failure
+
+
+async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_engine, session):
+    server = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=10)
+    a, _ = await pool.open_stream(gen_request("a"))
+    gone = asyncio.create_task(pool.open_stream(gen_request("gone")))
+    await until(lambda: pool.queue_length == 1)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert pool.queue_length == 0
+    state(server).faults = Faults()
+    a.abort()
+    # the cancelled request holds no slot: the next one is served at once, not after a timeout
+    pool.queue_timeout = 0
+    _, answer = await pool.generate(gen_request("next", stream=False))
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    assert seen_ids(server) == ["a", "next"]
+    assert [a["request_id"] for a in state(server).aborted] == ["generate-tokens-a"] * len(state(server).aborted)
+    assert pool.engines[0].outstanding == 0
+
+
+# -- circuit breaker ------------------------------------------------------------------------------
+
+async def test_consecutive_5xx_open_the_circuit_and_a_probe_closes_it(start_engine, session):
+    bad = await start_engine(faults=Faults(fail_status=500))
+    good = await start_engine()
+    pool = EnginePool([url(bad), url(good)], session, failure_threshold=2, cooldown=0.3)
+    first = pool.engines[0]
+    for i in range(2):  # ties go to the first listed: it fails, the retry lands on the good one
+        engine, _ = await pool.generate(gen_request(f"r{i}", stream=False))
+        assert engine.url == url(good)
+    assert state(bad).generate_calls == 2
+    assert first.circuit.state == "open" and not first.healthy
+    for i in range(3):  # open: not tried at all
+        stream, _ = await pool.open_stream(gen_request(f"s{i}"))
+        assert stream.engine.url == url(good)
+        await drain(stream)
+    assert state(bad).generate_calls == 2
+    await pool.check_all()  # its /health is fine, but only a real request may close it
+    assert first.circuit.state == "open"
+
+    await until(lambda: first.circuit.state == "half_open")
+    engine, _ = await pool.generate(gen_request("probe1", stream=False))  # the probe fails: open again
+    assert engine.url == url(good) and state(bad).generate_calls == 3
+    assert first.circuit.state == "open"
+
+    state(bad).faults = Faults()
+    await until(lambda: first.circuit.state == "half_open")
+    stream, _ = await pool.open_stream(gen_request("probe2"))
+    assert stream.engine is first and first.circuit.state == "closed"  # its first token closed it
+    await drain(stream)
+    engine, _ = await pool.generate(gen_request("after", stream=False))
+    assert engine is first
+
+
+async def test_client_errors_never_open_the_circuit(start_engine, session):
+    server = await start_engine(faults=Faults(fail_status=400))
+    other = await start_engine()
+    pool = EnginePool([url(server), url(other)], session, failure_threshold=2, cooldown=30)
+    for i in range(4):
+        with pytest.raises(EngineError) as err:
+            await pool.generate(gen_request(f"bad{i}", stream=False))
+        assert err.value.status == 400  # passed on, not retried elsewhere
+    assert state(server).generate_calls == 4 and state(other).generate_calls == 0
+    assert pool.engines[0].circuit.state == "closed" and pool.engines[0].circuit.failures == 0
+
+
+async def test_broken_streams_count_and_our_own_aborts_do_not(start_engine, session):
+    server = await start_engine(faults=Faults(drop_after=2))
+    pool = EnginePool([url(server)], session, failure_threshold=2, cooldown=30)
+    circuit = pool.engines[0].circuit
+    for i in range(3):  # closed by us (client gone, stop string): no outcome
+        stream, _ = await pool.open_stream(gen_request(f"mine{i}"))
+        stream.abort()
+    assert circuit.failures == 0
+    stream, _ = await pool.open_stream(gen_request("cut1"))
+    with pytest.raises(EngineError):
+        await drain(stream)
+    assert circuit.failures == 1 and circuit.state == "closed"
+    stream, _ = await pool.open_stream(gen_request("cut2"))
+    with pytest.raises(EngineError):
+        await drain(stream)
+    assert circuit.state == "open"
+    assert pool.engines[0].outstanding == 0
+
+
+async def test_a_success_resets_the_consecutive_count(start_engine, session):
+    server = await start_engine()
+    pool = EnginePool([url(server)], session, failure_threshold=2, cooldown=30)
+    for i in range(3):
+        state(server).faults = Faults(fail_status=503)
+        with pytest.raises(EngineError):
+            await pool.generate(gen_request(f"f{i}", stream=False))
+        state(server).faults = Faults()
+        await pool.generate(gen_request(f"ok{i}", stream=False))
+    assert pool.engines[0].circuit.state == "closed"
+
+
+async def test_every_engine_open_fails_fast_without_calling_one(start_engine, session):
+    server = await start_engine(faults=Faults(fail_status=500))
+    pool = EnginePool([url(server)], session, failure_threshold=1, cooldown=30)
+    with pytest.raises(EngineError) as err:
+        await pool.generate(gen_request("x", stream=False))
+    assert err.value.status == 502  # the engine's own failure
+    for request in (pool.generate(gen_request("y", stream=False)), pool.open_stream(gen_request("z"))):
+        with pytest.raises(EngineError) as err:
+            await request
+        assert err.value.status == 503 and err.value.kind == "unavailable"
+        assert "unavailable" in err.value.message and 1 <= err.value.retry_after <= 30
+    assert state(server).generate_calls == 1
+
+
+async def test_queued_requests_fail_fast_when_every_engine_opens(start_engine, session):
+    server = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=30, cooldown=30)
+    a, _ = await pool.open_stream(gen_request("a"))
+    waiting = asyncio.create_task(pool.generate(gen_request("w", stream=False)))
+    await until(lambda: pool.queue_length == 1)
+    pool.mark_down(pool.engines[0], "test")  # e.g. a failed /health poll
+    with pytest.raises(EngineError) as err:
+        await waiting  # at once, not after the 30 s queue timeout
+    assert err.value.kind == "unavailable" and pool.queue_length == 0
+    a.abort()
+    assert seen_ids(server) == ["a"]
+
+
+async def test_half_open_lets_one_probe_through(start_engine, session):
+    server = await start_engine(faults=Faults(fail_status=500))
+    pool = EnginePool([url(server)], session, failure_threshold=1, cooldown=0.2)
+    engine = pool.engines[0]
+    with pytest.raises(EngineError):
+        await pool.generate(gen_request("x", stream=False))
+    state(server).faults = Faults(stall_after=0)  # the probe gets no first token until we let it
+    await until(lambda: engine.circuit.state == "half_open")
+    probe = asyncio.create_task(pool.open_stream(gen_request("probe")))
+    await until(lambda: engine.circuit.probing)
+    second = asyncio.create_task(pool.open_stream(gen_request("second")))
+    await until(lambda: pool.queue_length == 1)  # no concurrency limit, yet it waits for the probe
+    assert seen_ids(server) == ["x", "probe"]
+    state(server).faults = Faults()
+    probe.cancel()  # a probe we end ourselves proves nothing: the next request probes
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    stream, _ = await second
+    assert engine.circuit.state == "closed"
+    await drain(stream)
+    assert seen_ids(server) == ["x", "probe", "second"] and engine.outstanding == 0
+
+
+async def test_unreachable_engine_is_back_on_a_good_health_poll(start_engine, session):
+    server = await start_engine()
+    pool = EnginePool([url(server)], session, cooldown=30)
+    pool.mark_down(pool.engines[0], "connection refused")
+    with pytest.raises(EngineError) as err:
+        await pool.generate(gen_request("x", stream=False))
+    assert err.value.kind == "unavailable"
+    await pool.check_all()
+    assert pool.engines[0].circuit.state == "closed"
+    await pool.generate(gen_request("y", stream=False))
