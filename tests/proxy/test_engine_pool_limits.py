@@ -299,3 +299,185 @@ async def test_unreachable_engine_is_back_on_a_good_health_poll(start_engine, se
     await pool.check_all()
     assert pool.engines[0].circuit.state == "closed"
     await pool.generate(gen_request("y", stream=False))
+
+
+# -- through the front door: the real proxy app, the official openai client ----------------------
+
+MESSAGES = [{"role": "user", "content": "Hi there"}]
+LONG_REPLY = "one two three four five six seven eight"
+
+
+@pytest.fixture
+def stacks(qwen3):
+    from tests.proxy.frontdoor_stack import Stack
+
+    made = []
+
+    def make(**config) -> Stack:
+        made.append(Stack(qwen3, **config))
+        return made[-1]
+
+    yield make
+    for stack in made:
+        stack.close()
+
+
+def openai_client(stack):
+    import openai
+
+    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=20)
+
+
+def proxy_pool(stack) -> EnginePool:
+    from proxy.engine.pool import POOL
+
+    return stack.proxy.app[POOL]
+
+
+def wait_for(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def scrape(stack) -> dict:
+    from tests.proxy.test_metrics import scrape_url
+
+    return scrape_url(stack.url)
+
+
+def metric(stack, name: str, **labels: str) -> float:
+    return scrape(stack).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def hold_the_slot(stack):
+    """A streamed chat whose engine stream stalls after its first token: it holds an engine slot
+    until the client closes it."""
+    stack.set_replies([LONG_REPLY], faults=Faults(stall_after=1))
+    held = openai_client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+    next(iter(held))
+    return held
+
+
+def test_front_door_request_waits_for_a_free_slot_then_proceeds(stacks):
+    import threading
+
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20)
+    held = hold_the_slot(stack)
+    answers = []
+    waiting = threading.Thread(target=lambda: answers.append(openai_client(stack).chat.completions.create(
+        model="tiny-qwen3", messages=MESSAGES)))
+    waiting.start()
+    wait_for(lambda: proxy_pool(stack).queue_length == 1)
+    assert metric(stack, "derender_proxy_engine_queue_length") == 1
+    assert stack.engine_state.generate_calls == 1  # the queued request has not reached the engine
+    stack.engine_state.faults = Faults()
+    held.close()  # the client leaves: its engine request is aborted and the slot goes to the waiter
+    waiting.join(20)
+    assert answers and answers[0].choices[0].message.content == LONG_REPLY
+    assert stack.engine_state.generate_calls == 2
+    assert metric(stack, "derender_proxy_engine_queue_wait_seconds_count") == 1
+    assert metric(stack, "derender_proxy_engine_queue_length") == 0
+
+
+def test_front_door_queue_timeout_is_a_503_openai_error(stacks):
+    import openai
+
+    from tests.proxy.frontdoor_stack import post_raw
+
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.2)
+    held = hold_the_slot(stack)
+    client = openai_client(stack)
+    with pytest.raises(openai.APIStatusError) as err:
+        client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+    assert err.value.status_code == 503
+    assert err.value.body["type"] == "ServiceUnavailableError" and "concurrency limit" in err.value.body["message"]
+    with pytest.raises(openai.APIStatusError) as err:
+        client.completions.create(model="tiny-qwen3", prompt="Hi", max_tokens=5)
+    assert err.value.status_code == 503
+    status, headers, text = post_raw(stack.base_url + "/chat/completions",
+                                     {"model": "tiny-qwen3", "messages": MESSAGES})
+    assert status == 503 and headers["content-type"] == "application/json"
+    error = __import__("json").loads(text)["error"]
+    assert error["code"] == 503 and error["type"] == "ServiceUnavailableError"
+    assert stack.engine_state.generate_calls == 1
+    assert metric(stack, "derender_proxy_requests_shed_total", reason="queue_timeout") == 3
+    held.close()
+
+
+def test_front_door_client_leaving_the_queue_is_never_sent_to_the_engine(stacks):
+    import json
+    import socket
+
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20)
+    held = hold_the_slot(stack)
+    body = json.dumps({"model": "tiny-qwen3", "messages": MESSAGES, "stream": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", stack.proxy.port))
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"X-Request-Id: left-the-queue\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    pool = proxy_pool(stack)
+    wait_for(lambda: pool.queue_length == 1)
+    sock.close()
+    wait_for(lambda: pool.queue_length == 0)  # the disconnect cancelled it out of the queue
+    stack.engine_state.faults = Faults()
+    held.close()
+    wait_for(lambda: pool.engines[0].outstanding == 0)
+    answer = openai_client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    assert answer.choices[0].message.content == LONG_REPLY
+    sent = [body["request_id"] for body in stack.engine_state.received]
+    assert len(sent) == 2 and not any(rid.startswith("left-the-queue") for rid in sent)
+
+
+def test_front_door_failing_engine_is_taken_out_then_probed_back(stacks):
+    import openai
+
+    stack = stacks(engines=2, engine_failure_threshold=2, engine_cooldown=0.5)
+    stack.set_replies(["fine"])
+    bad, good = (server.app[REFERENCE] for server in stack.engines)
+    bad_url = stack.engines[0].url
+    client = openai_client(stack)
+
+    bad.faults = Faults(fail_status=400)  # the client's fault, passed on: never opens the circuit
+    for _ in range(3):
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    assert metric(stack, "derender_proxy_engine_circuit_state", engine=bad_url) == 0
+    assert good.generate_calls == 0
+
+    bad.faults = Faults(fail_status=500)
+    for _ in range(2):  # tried first (ties go to the first listed), fails, retried on the other
+        answer = client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+        assert answer.choices[0].message.content == "fine"
+    assert bad.generate_calls == 5
+    assert metric(stack, "derender_proxy_engine_circuit_state", engine=bad_url) == 2  # open
+    assert metric(stack, "derender_proxy_engine_circuit_opened_total", engine=bad_url) == 1
+    for _ in range(3):
+        chunks = list(client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "fine"
+    assert bad.generate_calls == 5  # open: no traffic at all
+
+    bad.faults = Faults()
+    wait_for(lambda: metric(stack, "derender_proxy_engine_circuit_state", engine=bad_url) == 1)  # half-open
+    answer = client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    assert answer.choices[0].message.content == "fine"
+    assert bad.generate_calls == 6  # the probe went to it and closed the circuit
+    assert metric(stack, "derender_proxy_engine_circuit_state", engine=bad_url) == 0
+
+
+def test_front_door_every_engine_open_fails_fast(stacks):
+    import openai
+
+    stack = stacks(engine_failure_threshold=1, engine_cooldown=30)
+    stack.set_replies(["fine"], faults=Faults(fail_status=500))
+    client = openai_client(stack)
+    with pytest.raises(openai.APIStatusError) as err:
+        client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    assert err.value.status_code == 502  # the engine's own failure, passed on
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as err:
+            client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=stream)
+        assert err.value.status_code == 503 and err.value.body["type"] == "ServiceUnavailableError"
+        assert "unavailable" in err.value.body["message"] and "retry in" in err.value.body["message"]
+    assert stack.engine_state.generate_calls == 1
+    assert metric(stack, "derender_proxy_requests_shed_total", reason="unavailable") == 2
