@@ -224,9 +224,9 @@ class EnginePool:
         self._publish_queue()
 
     def _unavailable(self, exclude: Sequence[Engine] = ()) -> EngineError:
-        now = min((e.circuit.open_until for e in self.engines if e not in exclude and e.circuit.state == OPEN),
-                  default=0.0)
-        wait = max(1, math.ceil(now - self.engines[0].circuit.clock())) if now else BUSY_RETRY_AFTER
+        reopen = min((e.circuit.open_until for e in self.engines if e not in exclude and e.circuit.state == OPEN),
+                     default=0.0)  # the first engine to turn half-open
+        wait = max(1, math.ceil(reopen - self.engines[0].circuit.clock())) if reopen else BUSY_RETRY_AFTER
         count = len(self.engines)
         which = "The inference engine is" if count == 1 else f"All {count} inference engines are"
         if self.metrics is not None:
@@ -237,9 +237,11 @@ class EnginePool:
     def _busy(self, waited: float | None) -> EngineError:
         if self.metrics is not None:
             self.metrics.shed("queue_timeout" if waited is not None else "queue_full")
-        message = (f"All inference engines are at their concurrency limit ({self.max_concurrency} requests "
-                   "each)")
-        message += (f"; no slot freed up within {waited:.1f} s." if waited is not None else ".")
+        if self.max_concurrency > 0:
+            message = f"All inference engines are at their concurrency limit ({self.max_concurrency} requests each)"
+        else:  # unlimited, but the only usable engines are half-open with their probe in flight
+            message = "No inference engine can take the request while failed engines are being probed"
+        message += f"; no slot freed up within {waited:.1f} s." if waited is not None else "."
         return EngineError(message, 503, "ServiceUnavailableError", kind="busy", retry_after=BUSY_RETRY_AFTER)
 
     # -- circuit state changes ----------------------------------------------------------------------

@@ -481,3 +481,25 @@ def test_front_door_every_engine_open_fails_fast(stacks):
         assert "unavailable" in err.value.body["message"] and "retry in" in err.value.body["message"]
     assert stack.engine_state.generate_calls == 1
     assert metric(stack, "derender_proxy_requests_shed_total", reason="unavailable") == 2
+
+
+def test_limit_flags_reach_the_pool(qwen3):
+    from proxy.app import create_app
+    from proxy.cli import build_parser
+    from proxy.config import config_from_args
+    from proxy.engine.pool import POOL
+
+    def parse(*argv: str):
+        return config_from_args(build_parser().parse_args(["serve", "--engine-url", "http://e:8000", *argv]))
+
+    defaults = parse()
+    assert (defaults.engine_max_concurrency, defaults.engine_queue_timeout, defaults.engine_failure_threshold,
+            defaults.engine_cooldown) == (0, 30.0, 5, 10.0)
+    config = parse("--engine-max-concurrency", "8", "--engine-queue-timeout", "2.5",
+                   "--engine-failure-threshold", "3", "--engine-cooldown", "0.5")
+    pool = create_app(config, qwen3)[POOL]
+    assert (pool.max_concurrency, pool.queue_timeout) == (8, 2.5)
+    assert {(e.circuit.failure_threshold, e.circuit.cooldown) for e in pool.engines} == {(3, 0.5)}
+    for bad in (["--engine-max-concurrency", "-1"], ["--engine-cooldown", "nan"], ["--engine-queue-timeout", "x"]):
+        with pytest.raises(SystemExit):
+            parse(*bad)
