@@ -136,7 +136,7 @@ class StopAutomaton:
     the strings that end at v (the tie-break), -1 if none.
     """
 
-    __slots__ = ("patterns", "size", "edges", "leaves", "branches", "parents", "terminal",
+    __slots__ = ("patterns", "size", "longest", "edges", "leaves", "branches", "parents", "terminal",
                  "starts", "lcps", "fail", "out")
 
     def __init__(self, stop: Sequence[str]) -> None:
@@ -174,6 +174,7 @@ class StopAutomaton:
         leaves.add(node - 1)
         self.patterns = patterns
         self.size = node
+        self.longest = max(map(len, patterns), default=0)
         self.edges = "".join(pieces) + "\0"  # edges[v]: from v to v+1; the sentinel belongs to a leaf
         self.leaves = frozenset(leaves)
         self.branches = branches
@@ -296,10 +297,12 @@ FIND_MAX_CHARS = 64
 
 
 def uses_automaton(stop: Sequence[str]) -> bool:
-    """Whether a matcher on this stop list walks the automaton (empty strings never do)."""
-    if len(stop) <= FIND_MAX_STRINGS and sum(len(s) for s in stop) <= FIND_MAX_CHARS:
-        return False
-    return all(stop)
+    """Whether a matcher on this stop list walks the automaton by default (empty strings never do)."""
+    return _wants_automaton(stop) and "" not in stop
+
+
+def _wants_automaton(stop: Sequence[str]) -> bool:
+    return len(stop) > FIND_MAX_STRINGS or sum(map(len, stop)) > FIND_MAX_CHARS
 
 
 class StopStringMatcher:
@@ -325,16 +328,33 @@ class StopStringMatcher:
         self.include = include_stop_str_in_output
         self.held = held
         self.matched = matched
-        self._max_hold = max((len(s) for s in self.stop), default=1) - 1
-        if automaton is None:
-            automaton = uses_automaton(self.stop)
-        self._automaton = automaton_for(self.stop) if automaton and self.stop else None
+        self._automaton: StopAutomaton | None = None
         self._node = 0
-        if self._automaton is not None and held:
+        if self.stop and (_wants_automaton(self.stop) if automaton is None else automaton):
+            try:
+                self._automaton = automaton_for(self.stop)
+            except ValueError:  # an empty stop string: only the find path has rules for it
+                pass
+        self._max_hold = (max(map(len, self.stop), default=1) if self._automaton is None
+                          else self._automaton.longest) - 1
+        if held:
+            self._hold(held)
+
+    def _hold(self, held: str) -> None:
+        """Resume holding `held`, which must be what a matcher can hold: a proper prefix of a
+        stop string (checked, since it comes back from a client-carried state)."""
+        if self._automaton is not None:
             node = self._automaton.node_of(held)
             if node < 0 or node in self._automaton.leaves:
                 raise ValueError("stop matcher holds text that cannot start a stop string")
             self._node = node
+        else:
+            for s in self.stop:
+                if len(s) > len(held) and s.startswith(held):
+                    break
+            else:
+                raise ValueError("stop matcher holds text that cannot start a stop string")
+        self.held = held
 
     @property
     def active(self) -> bool:
@@ -442,21 +462,11 @@ class StopStringMatcher:
     def from_state(cls, stop: Sequence[str], include_stop_str_in_output: bool, state: Any, *,
                    automaton: bool | None = None) -> StopStringMatcher:
         """The matcher `to_state()` described. Both paths hold the same text, so a state moves
-        freely between them; `held` must be a proper prefix of a stop string (what a matcher
-        can hold), which also bounds it."""
+        freely between them; `held` must be a proper prefix of a stop string, which bounds it."""
         if not (isinstance(state, list) and len(state) == 2 and isinstance(state[0], str)
                 and (state[1] is None or isinstance(state[1], str))):
             raise ValueError("stop matcher state must be [held, matched]")
         held, matched = state
-        stop = list(stop)
-        if len(held) > max((len(s) for s in stop), default=0):
-            raise ValueError("stop matcher holds more text than any stop string")
-        if matched is not None and matched not in stop:
-            raise ValueError("stop matcher matched a string the request does not stop on")
-        if held and matched is not None:
-            raise ValueError("a stop matcher that matched holds nothing")
-        if automaton is None:
-            automaton = uses_automaton(stop)
-        if held and not automaton and not any(len(s) > len(held) and s.startswith(held) for s in stop):
-            raise ValueError("stop matcher holds text that cannot start a stop string")
+        if matched is not None and (held or matched not in stop):
+            raise ValueError("stop matcher matched a string the request does not stop on, or holds text")
         return cls(stop, include_stop_str_in_output, held=held, matched=matched, automaton=automaton)
