@@ -117,3 +117,22 @@ def test_completions_stream_equals_non_stream(stack):
         for choice in chunk.choices:
             texts[choice.index] = texts.get(choice.index, "") + choice.text
     assert texts == {ch.index: ch.text for ch in full.choices}
+
+
+@pytest.mark.parametrize("max_tokens", [0, 6])
+def test_completions_stream_echo_logprobs_carry_the_real_prompt_logprobs(stack, qwen3, max_tokens):
+    """The tokens-only engine streams no prompt logprobs: the proxy's side request (or, with
+    max_tokens 0, its one non-streamed request) must bring the real model's numbers into the first
+    echoed chunk, equal to the non-streamed answer's."""
+    c = client(stack)
+    prompt = "Once upon a time"
+    n_prompt = len(qwen3.tokenizer.encode(prompt))
+    args = dict(model="tiny-qwen3", prompt=prompt, echo=True, logprobs=2, max_tokens=max_tokens, seed=11)
+    full = c.completions.create(**args).choices[0]
+    chunks = [ch for ch in c.completions.create(**args, stream=True) if ch.choices]
+    first = chunks[0].choices[0]
+    assert first.text.startswith(prompt) and "".join(ch.choices[0].text for ch in chunks) == full.text
+    streamed, expected = first.logprobs.token_logprobs[:n_prompt], full.logprobs.token_logprobs[:n_prompt]
+    assert streamed[0] is None and None not in streamed[1:]
+    assert streamed[1:] == pytest.approx(expected[1:], abs=1e-4)
+    assert first.logprobs.tokens[:n_prompt] == full.logprobs.tokens[:n_prompt]
