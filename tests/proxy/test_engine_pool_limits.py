@@ -226,6 +226,20 @@ async def test_broken_streams_count_and_our_own_aborts_do_not(start_engine, sess
     assert pool.engines[0].outstanding == 0
 
 
+async def test_first_token_timeouts_count(start_engine, session):
+    from proxy.engine.client import EngineTimeouts
+
+    server = await start_engine(faults=Faults(stall_after=0))  # accepts, never sends a token
+    pool = EnginePool([url(server)], session, timeouts=EngineTimeouts(first_token=0.1), failure_threshold=2,
+                      cooldown=30)
+    for i in range(2):
+        with pytest.raises(EngineError) as err:
+            await pool.open_stream(gen_request(f"t{i}"))
+        assert err.value.kind == "timeout" and err.value.status == 504
+    assert pool.engines[0].circuit.state == "open" and pool.engines[0].outstanding == 0
+    assert state(server).generate_calls == 2
+
+
 async def test_a_success_resets_the_consecutive_count(start_engine, session):
     server = await start_engine()
     pool = EnginePool([url(server)], session, failure_threshold=2, cooldown=30)
