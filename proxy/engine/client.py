@@ -253,9 +253,9 @@ class EngineStream:
                 async with asyncio.timeout(timeout):
                     data = await self._resp.content.readany()
             except TimeoutError:
-                raise self._fail(EngineError(
-                    "The inference engine timed out " + ("between tokens." if self.started else "before the first token."),
-                    504, "GatewayTimeout", kind="timeout", started=self.started, retryable=True)) from None
+                when = "between tokens." if self.started else "before the first token."
+                raise self._fail(EngineError("The inference engine timed out " + when, 504, "GatewayTimeout",
+                                             kind="timeout", started=self.started, retryable=True)) from None
             except (aiohttp.ClientError, ConnectionError) as exc:
                 log.warning("engine %s stream broke: %s", self.engine.url, exc)
                 raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",

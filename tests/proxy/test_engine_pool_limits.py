@@ -161,6 +161,49 @@ async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_e
     assert pool.engines[0].outstanding == 0
 
 
+async def test_many_requests_with_cancellations_keep_the_books_straight(start_engine, session):
+    """50 concurrent requests on two engines limited to 3 each, a third of them cancelled at
+    random points (queued, just granted, streaming): every other one completes, no engine ever
+    has more than 3, and no slot or queue entry is left behind."""
+    import random
+
+    servers = [await start_engine(token_delay_ms=2) for _ in range(2)]
+    pool = EnginePool([url(s) for s in servers], session, max_concurrency=3, queue_timeout=30)
+    peak = [0]
+    sampling = True
+
+    async def sample() -> None:
+        while sampling:
+            peak[0] = max(peak[0], *(e.outstanding for e in pool.engines))
+            await asyncio.sleep(0)
+
+    async def one(i: int) -> str:
+        if i % 2:
+            stream, _ = await pool.open_stream(gen_request(f"s{i}"))
+            try:
+                events = await drain(stream)
+            finally:
+                stream.abort()  # as the front door does when its client goes away mid-stream
+            return events[-1]["choices"][0]["finish_reason"]
+        _, answer = await pool.generate(gen_request(f"g{i}", stream=False))
+        return answer["choices"][0]["finish_reason"]
+
+    sampler = asyncio.create_task(sample())
+    rng = random.Random(5)
+    tasks = [asyncio.create_task(one(i)) for i in range(50)]
+    for i in rng.sample(range(50), 17):
+        await asyncio.sleep(rng.random() * 0.01)
+        tasks[i].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    sampling = False
+    await sampler
+    finished = [r for r in results if not isinstance(r, BaseException)]
+    assert all(isinstance(r, (str, asyncio.CancelledError)) for r in results), results
+    assert finished and set(finished) == {"stop"}
+    assert 1 <= peak[0] <= 3
+    assert [e.outstanding for e in pool.engines] == [0, 0] and pool.queue_length == 0
+
+
 # -- circuit breaker ------------------------------------------------------------------------------
 
 async def test_consecutive_5xx_open_the_circuit_and_a_probe_closes_it(start_engine, session):
