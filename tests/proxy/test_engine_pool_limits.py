@@ -120,6 +120,26 @@ async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(star
     assert [e.outstanding for e in pool.engines] == [0, 0]
 
 
+async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_full(start_engine, session):
+    servers = [await start_engine(faults=Faults(stall_after=1)) for _ in range(3)]
+    pool = EnginePool([url(s) for s in servers], session, affinity_tokens=3, max_concurrency=1, queue_timeout=10)
+    prompt = [7, 8, 9]
+    home = pool.choose(prompt)
+    order = []  # the prefix's engines in preference order, as each fills up
+    streams = []
+    for i in range(3):
+        request = {**gen_request(f"p{i}"), "token_ids": prompt + [i]}
+        stream, _ = await pool.open_stream(request, prompt + [i])
+        streams.append(stream)
+        order.append(stream.engine)
+    assert order[0] is home
+    assert len(set(order)) == 3  # never queued while another engine had room
+    assert pool.choose(prompt) is None and pool.queue_length == 0
+    for stream in streams:
+        stream.abort()
+    assert pool.choose(prompt + [99]) is home  # with room again, the prefix goes home
+
+
 async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(start_engine, session):
     server = await start_engine(faults=Faults(stall_after=1))
     pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.2)
