@@ -31,7 +31,7 @@ import math
 import zlib
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +59,21 @@ def counts_against_engine(exc: EngineError) -> bool:
 
 
 @dataclass(eq=False)
+class _Slot:
+    """One request's place on an engine, held until the request is over."""
+
+    engine: Engine
+    probe: bool  # the half-open circuit's one probe
+    group: Hashable | None  # the request's siblings (prompts of one completion), if any
+
+
+@dataclass(eq=False)
 class _Waiter:
-    """A request waiting for a slot; its future gets (engine, is_probe) or an EngineError."""
+    """A request waiting for a slot; its future gets the `_Slot` or an EngineError."""
 
     prompt_ids: Sequence[int] | None
     exclude: Sequence[Engine]
+    group: Hashable | None
     future: asyncio.Future = field(repr=False)
 
 
@@ -80,6 +90,7 @@ class EnginePool:
         self.max_concurrency = max_concurrency  # per engine; 0: unlimited
         self.queue_timeout = queue_timeout  # 0: no queue, answer 503 at once when every engine is full
         self._waiters: deque[_Waiter] = deque()
+        self._groups: dict[Hashable, int] = {}  # slots held per sibling group
         self._timers: dict[Engine, asyncio.TimerHandle] = {}
         self._health_task: asyncio.Task | None = None
         for engine in self.engines:
@@ -100,10 +111,11 @@ class EnginePool:
     def _has_slot(self, engine: Engine) -> bool:
         return self.max_concurrency <= 0 or engine.outstanding < self.max_concurrency
 
-    def choose(self, prompt_ids: Sequence[int] | None = None, exclude: Sequence[Engine] = ()) -> Engine | None:
+    def choose(self, prompt_ids: Sequence[int] | None = None, exclude: Sequence[Engine] = (), *,
+               ignore_limit: bool = False) -> Engine | None:
         """The engine a request would go to now, or None (every candidate open, probing or full)."""
         candidates = [e for e in self.engines
-                      if e not in exclude and e.circuit.allows() and self._has_slot(e)]
+                      if e not in exclude and e.circuit.allows() and (ignore_limit or self._has_slot(e))]
         if not candidates:
             return None
         if self.affinity_tokens > 0 and prompt_ids and len(self.engines) > 1:
@@ -121,19 +133,38 @@ class EnginePool:
 
     # -- slots and the queue ----------------------------------------------------------------------
 
-    def _take(self, engine: Engine) -> bool:
+    def _take(self, engine: Engine, group: Hashable | None) -> _Slot:
         engine.outstanding += 1
-        probe = engine.circuit.take()
+        slot = _Slot(engine, engine.circuit.take(), group)
         self._publish(engine)
-        return probe
+        if group is not None:
+            held = self._groups.get(group, 0)
+            self._groups[group] = held + 1
+            if held == 0 and self._waiters:
+                self._admit_siblings(group)
+        return slot
 
-    def _release(self, engine: Engine, probe: bool, error: EngineError | None = None,
-                 success: bool = False) -> None:
-        """A request on `engine` is over: free its slot, feed its outcome to the circuit breaker
-        (an error, a success, or neither when we ended it ourselves) and serve the queue."""
+    def _admit_siblings(self, group: Hashable) -> None:
+        """A group just got its first slot: its queued siblings come in too (see `open_stream`)."""
+        for waiter in [w for w in self._waiters if w.group == group and not w.future.done()]:
+            engine = self.choose(waiter.prompt_ids, waiter.exclude, ignore_limit=True)
+            if engine is not None:
+                self._waiters.remove(waiter)
+                waiter.future.set_result(self._take(engine, group))
+
+    def _release(self, slot: _Slot, error: EngineError | None = None, success: bool = False) -> None:
+        """A request is over: free its slot, feed its outcome to the circuit breaker (an error, a
+        success, or neither when we ended it ourselves) and serve the queue."""
+        engine = slot.engine
         engine.outstanding -= 1
+        if slot.group is not None:
+            held = self._groups[slot.group] - 1
+            if held:
+                self._groups[slot.group] = held
+            else:
+                del self._groups[slot.group]
         circuit = engine.circuit
-        if probe:
+        if slot.probe:
             circuit.probe_over()
         if error is not None and counts_against_engine(error):
             if error.kind == "connect":
@@ -153,18 +184,22 @@ class EnginePool:
             self._dispatch()
 
     async def _acquire(self, prompt_ids: Sequence[int] | None, exclude: Sequence[Engine],
-                       retry: bool = False) -> tuple[Engine, bool]:
-        """A slot on an engine (and whether it is a half-open probe): now, or after queueing."""
+                       group: Hashable | None, retry: bool = False) -> _Slot:
+        """A slot on an engine: now, or after queueing."""
+        if group is not None and group in self._groups:  # a sibling is in: no waiting (see open_stream)
+            engine = self.choose(prompt_ids, exclude, ignore_limit=True)
+            if engine is not None:
+                return self._take(engine, group)
         if not self._waiters:  # nobody ahead: no need to queue
             engine = self.choose(prompt_ids, exclude)
             if engine is not None:
-                return engine, self._take(engine)
+                return self._take(engine, group)
         if not self._usable(exclude):
             raise self._unavailable(exclude)
         if self.queue_timeout <= 0:
             raise self._busy(None)
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(prompt_ids, tuple(exclude), loop.create_future())
+        waiter = _Waiter(prompt_ids, tuple(exclude), group, loop.create_future())
         if retry:
             self._waiters.appendleft(waiter)
         else:
@@ -185,7 +220,7 @@ class EnginePool:
         except asyncio.CancelledError:  # the client went away while queued: it never reaches an engine
             granted = _granted(waiter)
             if granted is not None:
-                self._release(*granted)
+                self._release(granted)
             raise
         finally:
             try:
@@ -215,7 +250,7 @@ class EnginePool:
                 continue
             engine = self.choose(waiter.prompt_ids, waiter.exclude)
             if engine is not None:
-                waiter.future.set_result((engine, self._take(engine)))
+                waiter.future.set_result(self._take(engine, waiter.group))
             elif not self._usable(waiter.exclude):
                 waiter.future.set_exception(self._unavailable(waiter.exclude))
             else:
@@ -288,12 +323,12 @@ class EnginePool:
         if self.metrics is not None:
             self.metrics.engine_error(engine.url, exc.kind)
 
-    async def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None
-                           ) -> tuple[Engine, bool]:
+    async def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None,
+                           group: Hashable | None) -> _Slot:
         if not self.engines:
             raise EngineError(NO_ENGINE_MESSAGE, 503, "ServiceUnavailableError", kind="unavailable")
         if not tried or last is None:
-            return await self._acquire(prompt_ids, ())
+            return await self._acquire(prompt_ids, (), group)
         exclude: Sequence[Engine] = tried
         if not self._usable(exclude) and last.kind == "disconnect" and len(tried) == 1:
             exclude = ()  # a lone engine that dropped a stale connection: try it once more
@@ -301,34 +336,41 @@ class EnginePool:
             raise last
         if self.metrics is not None:
             self.metrics.engine_retry(tried[-1].url)
-        return await self._acquire(prompt_ids, exclude, retry=True)
+        return await self._acquire(prompt_ids, exclude, group, retry=True)
 
-    async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None
-                          ) -> tuple[EngineStream, dict[str, Any] | None]:
+    async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
+                          group: Hashable | None = None) -> tuple[EngineStream, dict[str, Any] | None]:
         """Start a stream and read its first event, retrying once elsewhere on an early failure.
 
         Returns the stream and its first event (None for a stream that ended at once). The slot
-        is held until the stream is closed (end, failure or abort)."""
+        is held until the stream is closed (end, failure or abort).
+
+        `group`: the same value for the engine requests of one client request that are opened
+        together and held until all have started (the prompts of a multi-prompt completion).
+        Once one of them has a slot the others get one without waiting, beyond the limit if need
+        be: otherwise they would hold slots while queueing for each other, and a request with
+        more prompts than there are slots would never start."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
-            engine, probe = await self._next_engine(prompt_ids, tried, last)
+            slot = await self._next_engine(prompt_ids, tried, last, group)
+            engine = slot.engine
             tried.append(engine)
             try:
                 stream = await engine.open_stream(request)
             except EngineError as exc:
-                self._release(engine, probe, error=exc)
+                self._release(slot, error=exc)
                 self._note_failure(engine, exc)
                 last = exc
                 if not exc.retryable:
                     raise
                 continue
             except BaseException:  # cancelled (the client went away) while waiting for the engine
-                self._release(engine, probe)
+                self._release(slot)
                 if request.get("request_id"):
                     engine.abort_in_background([ENGINE_ID_PREFIX + request["request_id"]])
                 raise
-            stream.on_close(lambda e=engine, p=probe, s=stream: self._release(e, p, s.error, s.completed))
+            stream.on_close(lambda slot=slot, stream=stream: self._release(slot, stream.error, stream.completed))
             try:
                 first = await stream.next()
             except EngineError as exc:  # the stream released its slot and recorded the failure on close
@@ -346,27 +388,28 @@ class EnginePool:
         assert last is not None
         raise last
 
-    async def generate(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None
-                       ) -> tuple[Engine, dict[str, Any]]:
+    async def generate(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
+                       group: Hashable | None = None) -> tuple[Engine, dict[str, Any]]:
         """Non-streaming generate with the same single retry; returns the engine that answered."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
-            engine, probe = await self._next_engine(prompt_ids, tried, last)
+            slot = await self._next_engine(prompt_ids, tried, last, group)
+            engine = slot.engine
             tried.append(engine)
             try:
                 answer = await engine.generate(request)
             except EngineError as exc:
-                self._release(engine, probe, error=exc)
+                self._release(slot, error=exc)
                 self._note_failure(engine, exc)
                 last = exc
                 if not exc.retryable:
                     raise
                 continue
             except BaseException:
-                self._release(engine, probe)
+                self._release(slot)
                 raise
-            self._release(engine, probe, success=True)
+            self._release(slot, success=True)
             return engine, answer
         assert last is not None
         raise last
@@ -408,7 +451,7 @@ class EnginePool:
             self._health_task = None
 
 
-def _granted(waiter: _Waiter) -> tuple[Engine, bool] | None:
+def _granted(waiter: _Waiter) -> _Slot | None:
     """The slot a waiter was given, if any (also marks a set exception as retrieved)."""
     future = waiter.future
     if future.done() and not future.cancelled() and future.exception() is None:

@@ -140,6 +140,38 @@ async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_ful
     assert pool.choose(prompt + [99]) is home  # with room again, the prefix goes home
 
 
+async def test_siblings_of_one_request_are_admitted_together(start_engine, session):
+    """The prompts of one multi-prompt completion are opened together and held until all have
+    started: queued one by one they would hold slots while waiting for each other."""
+    server = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.3)
+    # without a group: the first prompt's stream holds the only slot, the others cannot start
+    results = await asyncio.gather(*(pool.open_stream(gen_request(f"alone{i}")) for i in range(3)),
+                                   return_exceptions=True)
+    opened = [r for r in results if not isinstance(r, BaseException)]
+    assert len(opened) == 1 and all(isinstance(r, EngineError) and r.kind == "busy" for r in results
+                                    if isinstance(r, BaseException))
+    opened[0][0].abort()
+
+    pool.queue_timeout = 10
+    group = object()
+    blocker, _ = await pool.open_stream(gen_request("first"))
+    siblings = [asyncio.create_task(pool.open_stream(gen_request(f"sib{i}"), group=group)) for i in range(3)]
+    await until(lambda: pool.queue_length == 3)
+    other = asyncio.create_task(pool.open_stream(gen_request("other")))
+    await until(lambda: pool.queue_length == 4)
+    blocker.abort()  # the first sibling gets the slot, and brings the other two in with it
+    streams = [s for s, _ in await asyncio.gather(*siblings)]
+    assert pool.engines[0].outstanding == 3 and pool.queue_length == 1 and not other.done()
+    late, _ = await pool.open_stream(gen_request("late"), group=group)  # the group is in: no wait
+    state(server).faults = Faults()
+    for stream in streams + [late]:
+        stream.abort()
+    stream, _ = await other
+    await drain(stream)
+    assert pool.engines[0].outstanding == 0 and not pool._groups
+
+
 async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(start_engine, session):
     server = await start_engine(faults=Faults(stall_after=1))
     pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.2)
