@@ -290,8 +290,10 @@ def automaton_for(stop: Sequence[str]) -> StopAutomaton:
     return automaton
 
 
-# Up to this many stop strings with up to this many chars in total, `str.find` per string beats
-# walking the automaton in Python (bench/stop.py); past it the automaton wins, more and more.
+# Up to this many stop strings with up to this many chars in total, the `str.find` path is kept
+# (what every list used before the automaton): its cost per token is flat in the token's length,
+# while the automaton walks each char in Python (~0.1 us), which loses on long tokens (bench/stop.py).
+# Past it the find path grows with the list and the automaton wins, more and more.
 FIND_MAX_STRINGS = 4
 FIND_MAX_CHARS = 64
 

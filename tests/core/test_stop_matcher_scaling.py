@@ -168,3 +168,65 @@ def test_empty_stop_strings_stay_on_the_find_path():
     assert not uses_automaton(["a"] * 10 + [""])
     with pytest.raises(ValueError):
         StopAutomaton(["a", ""])
+
+
+def test_cache_stays_within_its_node_budget(monkeypatch):
+    import core.stop as stop_module
+    monkeypatch.setattr(stop_module, "AUTOMATON_CACHE_NODES", 100)
+    lists = [[f"{i}-{j}-abcdefgh" for j in range(3)] for i in range(10)]  # 30-ish nodes each
+    built = [automaton_for(stop) for stop in lists]
+    assert stop_module._automata_nodes <= 100
+    assert automaton_for(lists[-1]) is built[-1]  # the most recent stay
+    assert automaton_for(lists[0]) is not built[0]  # the oldest were evicted
+    oversized = [f"{i}" * 60 for i in range(5)]
+    assert automaton_for(oversized) is not automaton_for(oversized)  # larger than the budget: not kept
+
+
+WORDS = ["alpha", " beta", " gamma", " delta", "世界", " 🎉", "\n\n", " done", "!", " e", "ps"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=25), data=st.data())
+def test_choice_decoder_on_a_large_stop_list_equals_the_small_one(qwen3, words, data):
+    """Through the real caller (ChoiceDecoder, Qwen3 tokenizer, state round trips per chunk):
+    a 300-string list whose only reachable strings are a few (mostly spanning tokens), walked
+    by the automaton, cuts exactly where the find path cuts the few, and where the
+    non-streaming cut does."""
+    import json as _json
+
+    from core.derender.choice import ChoiceDecoder, DecodeOptions, decode_complete
+
+    reachable = data.draw(st.lists(st.sampled_from(["a be", "a de", "界 🎉", "\n\n e", "ps a", "done!", "beta"]),
+                                   min_size=1, max_size=3, unique=True))
+    big = [f"<never {i}>" for i in range(300)]
+    big[data.draw(st.integers(0, 299))] = reachable[0]
+    big += reachable[1:]
+    include, min_tokens = data.draw(st.booleans()), data.draw(st.integers(0, 3))
+    ids = qwen3.tokenizer.encode("".join(words))
+    if data.draw(st.booleans()):  # one token per chunk: a state round trip at every token boundary
+        cuts = list(range(1, len(ids)))
+    else:
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=5)))
+    chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+
+    def stream(stop: list[str]) -> tuple[str, object]:
+        opts = DecodeOptions(stop=tuple(stop), include_stop_str_in_output=include, min_tokens=min_tokens)
+        decoder, texts, reason = ChoiceDecoder.start(qwen3, opts, None), [], None
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            step = decoder.step(chunk, "length" if last else None, None)
+            texts.append(step.text)
+            if step.finished:
+                reason = step.stop_reason
+                break
+            decoder = ChoiceDecoder.from_state(qwen3, opts, _json.loads(_json.dumps(decoder.to_state())))
+        return "".join(texts), reason
+
+    # the ordering of `big` decides ties, so compare with the reachable strings in that order
+    small = [s for s in big if not s.startswith("<never")]
+    assert uses_automaton(big) and len(small) <= 3
+    got = stream(big)
+    assert got == stream(small)
+    opts = DecodeOptions(stop=tuple(big), include_stop_str_in_output=include, min_tokens=min_tokens)
+    whole, reason = decode_complete(qwen3, opts, ids, "stop", None, None)
+    assert got == (whole, reason if isinstance(reason, str) else None)
