@@ -9,7 +9,9 @@
   requests outstanding. Requests beyond that wait in one FIFO queue for a slot on any engine
   (a retry goes to the head: it has waited already), at most `--engine-queue-timeout` seconds,
   then get a 503; a client that goes away while queued leaves the queue and no engine ever sees
-  its request. Without a limit (0, the default) requests never queue for capacity.
+  its request. Without a limit (0, the default) requests never queue for capacity. The engine
+  requests of one client request that must all start together (the prompts of a multi-prompt
+  completion: `group=`) are admitted together, or they could hold slots waiting for each other.
 * **Circuit breaker** (`proxy.engine.circuit`, one per engine): `--engine-failure-threshold`
   consecutive failures (connect errors, timeouts, 5xx, broken streams; never a 4xx, which is the
   client's request) open it for `--engine-cooldown` seconds; then one probe request is let
