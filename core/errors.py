@@ -33,12 +33,13 @@ class RequestError(Exception):
     """A client-caused failure with its HTTP status and OpenAI error `type`."""
 
     def __init__(self, message: str, status: int = 400, type: str = "BadRequestError",
-                 param: str | None = None) -> None:
+                 param: str | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.type = type
         self.param = param
+        self.retry_after = retry_after  # seconds: a Retry-After header on 503s (overload, engines down)
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.status, self.param)

@@ -27,8 +27,9 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def error_response(exc: RequestError) -> web.Response:
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
     return web.Response(body=error_json(exc.message, exc.type, exc.status, exc.param), status=exc.status,
-                        content_type=JSON_CONTENT_TYPE)
+                        content_type=JSON_CONTENT_TYPE, headers=headers)
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:

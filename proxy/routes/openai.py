@@ -88,7 +88,7 @@ def _error_event(exc: EngineError | RequestError) -> bytes:
 
 
 def _client_error(exc: EngineError) -> RequestError:
-    return RequestError(exc.message, exc.status, exc.type)
+    return RequestError(exc.message, exc.status, exc.type, retry_after=exc.retry_after)
 
 
 def engine_body(gen: dict[str, Any], stream: bool) -> dict[str, Any]:
@@ -129,7 +129,9 @@ class EngineRun:
 
     async def open(self, body: dict[str, Any], prompt_ids: Sequence[int]) -> tuple[EngineStream, dict | None]:
         try:
-            stream, first = await self.pool.open_stream(body, prompt_ids)
+            # one group: the engine requests of one client request (several prompts) are admitted
+            # together, so a request never holds slots while it queues for its own other prompts
+            stream, first = await self.pool.open_stream(body, prompt_ids, group=self)
         except EngineError as exc:
             raise _client_error(exc) from None
         self.streams.append(stream)

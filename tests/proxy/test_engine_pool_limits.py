@@ -617,8 +617,6 @@ def test_limit_flags_reach_the_pool(qwen3):
             parse(*bad)
 
 
-@pytest.mark.xfail(strict=True, reason="proxy/routes/openai.py does not pass group= to the pool yet: the "
-                   "prompts of one streamed completion queue for each other's slots")
 def test_front_door_multi_prompt_completion_with_more_prompts_than_slots(stacks):
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.5)
     stack.set_replies(["fine"])
@@ -631,8 +629,6 @@ def test_front_door_multi_prompt_completion_with_more_prompts_than_slots(stacks)
     assert texts == {0: "fine", 1: "fine", 2: "fine"}
 
 
-@pytest.mark.xfail(strict=True, reason="the front door drops EngineError.retry_after when it turns the error "
-                   "into a RequestError, and proxy/http.py error_response sets no headers")
 def test_front_door_503s_from_the_pool_say_when_to_retry(stacks):
     from tests.proxy.frontdoor_stack import post_raw
 
