@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.metrics import METRICS, TOKENS_KEY, request_key
+from proxy.metrics import ARRIVAL_KEY, METRICS, TOKENS_KEY, request_key
 
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = request_key("request_id", str)
@@ -55,7 +55,7 @@ def route_template(request: web.Request) -> str:
 
 @web.middleware
 async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
-    start = time.perf_counter()
+    start = request[ARRIVAL_KEY] = time.perf_counter()
     rid = request_id(request)
     token = current_request_id.set(rid)
     metrics = request.app[METRICS]

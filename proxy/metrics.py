@@ -11,6 +11,7 @@ The API, for the route and engine code (all calls are cheap: label children are 
     from proxy.metrics import metrics_of
     m = metrics_of(request.app)
     m.observe_ttft(seconds)                 # engine request sent -> first token received (streamed)
+    m.observe_overhead(seconds)             # the proxy's own share of a stream's time to first token
     m.observe_itl(seconds)                  # gap between two consecutive engine chunks
     m.add_tokens(prompt, generated, request=request)   # once per engine request, at its end
     m.engine_error(engine_url, kind)        # kind: "connect", "status", "stream", "timeout", ...
@@ -57,6 +58,9 @@ E2E_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.
                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                  120.0)
+# the proxy's own part of a time to first token: fractions of a millisecond to a few (long prompts)
+OVERHEAD_BUCKETS = (0.0001, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01,
+                    0.025, 0.05, 0.1, 0.25, 1.0)
 LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -83,6 +87,12 @@ class ProxyMetrics:
             PREFIX + "time_to_first_token_seconds",
             "Engine request sent to first token received (front door routes).",
             buckets=TTFT_BUCKETS, registry=r)
+        self.overhead = Histogram(
+            PREFIX + "first_token_overhead_seconds",
+            "The proxy's own share of a streamed request's time to first token: from the request's arrival "
+            "to the engine request (body, validation, render), plus from the engine's first token to the "
+            "first events written (derender, SSE). Time spent waiting on engines is not in it.",
+            buckets=OVERHEAD_BUCKETS, registry=r)
         self.itl = Histogram(
             PREFIX + "inter_token_latency_seconds",
             "Time between two consecutive engine chunks of one request.",
@@ -137,6 +147,10 @@ class ProxyMetrics:
     def observe_ttft(self, seconds: float) -> None:
         """Time from sending the engine request to receiving its first token."""
         self.ttft.observe(seconds)
+
+    def observe_overhead(self, seconds: float) -> None:
+        """The proxy's own time on a stream's path to its first token (what it adds to TTFT)."""
+        self.overhead.observe(seconds)
 
     def observe_itl(self, seconds: float) -> None:
         """Gap between two consecutive engine chunks of one request (one call per chunk after the first)."""
@@ -222,6 +236,7 @@ def request_key(name: str, kind: type) -> Any:
 
 # request-scoped [prompt, generated] token counts, read by the access log
 TOKENS_KEY = request_key("tokens", list)
+ARRIVAL_KEY = request_key("arrival", float)  # time.perf_counter() when the request reached the app
 
 METRICS: web.AppKey[ProxyMetrics] = web.AppKey("metrics", ProxyMetrics)
 _PROBE: web.AppKey[asyncio.Task] = web.AppKey("metrics_probe", asyncio.Task)

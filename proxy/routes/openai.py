@@ -46,7 +46,7 @@ from proxy.engine import pool as engine_pool
 from proxy.engine.client import EngineError, EngineStream, invalid_response
 from proxy.engine.pool import EnginePool, pool_of
 from proxy.http import json_response, read_json_object, validate
-from proxy.metrics import METRICS
+from proxy.metrics import ARRIVAL_KEY, METRICS
 
 log = logging.getLogger("derender_proxy.openai")
 
@@ -126,8 +126,26 @@ class EngineRun:
         self.completion_tokens = 0
         self.prompt_logprobs: list[Any] = []  # per prompt, from non-streamed engine answers
         self._t0 = time.monotonic()
+        # the proxy's own share of the time to first token (perf_counter): arrival -> first engine call,
+        # last engine stream's first token -> first events written
+        self._arrival: float | None = request.get(ARRIVAL_KEY)
+        self._engine_called: float | None = None
+        self._first_token: float | None = None
+
+    def calling_engine(self) -> None:
+        if self._engine_called is None:
+            self._engine_called = time.perf_counter()
+
+    def first_events_written(self) -> None:
+        """Record the proxy's own share of this stream's time to first token (once)."""
+        if self._first_token is None or self._arrival is None or self._engine_called is None:
+            return
+        if self.metrics is not None:
+            self.metrics.observe_overhead(self._engine_called - self._arrival + time.perf_counter() - self._first_token)
+        self._first_token = None
 
     async def open(self, body: dict[str, Any], prompt_ids: Sequence[int]) -> tuple[EngineStream, dict | None]:
+        self.calling_engine()
         try:
             # one group: the engine requests of one client request (several prompts) are admitted
             # together, so a request never holds slots while it queues for its own other prompts
@@ -135,6 +153,7 @@ class EngineRun:
         except EngineError as exc:
             raise _client_error(exc) from None
         self.streams.append(stream)
+        self._first_token = time.perf_counter()
         if self.metrics is not None:
             self.metrics.observe_ttft(time.monotonic() - self._t0)
         return stream, first
@@ -355,6 +374,7 @@ async def _engine_answer(run: EngineRun, body: dict[str, Any], prompt_ids: Seque
     """One non-streamed engine answer: its checked choices and its prompt_logprobs (None when absent).
 
     Engine failures become the client's JSON error (nothing has been sent to the client yet)."""
+    run.calling_engine()
     try:
         _, response = await run.pool.generate(body, prompt_ids)
         choices = engine_choices(response, started=False)
@@ -474,6 +494,7 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
                                 out.append(_sse(chat_chunk(rid, created, name, delta, usage)))
                     if out:
                         await resp.write(b"".join(out))
+                        run.first_events_written()
                     if all(c.finished for c in choices) and not all(c.engine_done for c in choices):
                         run.abort_all("stop_string")  # cut by a stop string (else [DONE] ends the stream)
                         break
@@ -701,6 +722,7 @@ async def _completion_stream(request: web.Request, run: EngineRun, req: Completi
                                 out.append(_sse(chunk))
                     if out:
                         await resp.write(b"".join(out))
+                        run.first_events_written()
                     if p in live and all(c.finished for c in group) and not all(c.engine_done for c in group):
                         live.discard(p)  # cut by a stop string
                         if sources[p][0].abort() and run.metrics is not None:  # type: ignore[index]

@@ -242,3 +242,30 @@ async def test_client_disconnect_is_counted_as_an_abort_and_a_499(stack):
     assert delta(after, before, "derender_proxy_aborts_total", cause="client_disconnect") == 1
     assert delta(after, before, "derender_proxy_requests_total",
                  route="/v1/chat/completions", method="POST", status="499") == 1
+
+
+def test_first_token_overhead_leaves_the_engine_out(qwen3):
+    """The proxy's own share of TTFT: one observation per stream (chat and completions), none for
+    a non-streamed answer, and the engine's time before its first token is not in it."""
+    import openai
+
+    from tests.proxy.frontdoor_stack import Stack
+
+    stack = Stack(qwen3)
+    stack.set_replies(["Paris is the capital."], token_delay_ms=300)  # every engine step, the first too
+    try:
+        client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "Tell me about Paris."}]
+        before = scrape_url(stack.url)
+        client.chat.completions.create(model="tiny-qwen3", messages=messages, max_tokens=2)
+        list(client.chat.completions.create(model="tiny-qwen3", messages=messages, max_tokens=2, stream=True))
+        list(client.completions.create(model="tiny-qwen3", prompt="Paris", max_tokens=2, stream=True))
+        after = scrape_url(stack.url)
+    finally:
+        stack.close()
+    assert delta(after, before, "derender_proxy_first_token_overhead_seconds_count") == 2
+    assert delta(after, before, "derender_proxy_time_to_first_token_seconds_count") == 2
+    ttft = delta(after, before, "derender_proxy_time_to_first_token_seconds_sum")
+    overhead = delta(after, before, "derender_proxy_first_token_overhead_seconds_sum")
+    assert ttft >= 2 * 0.3  # the engine's first step, for each stream
+    assert 0 < overhead < 0.3  # none of it: a render and a derender, a few milliseconds at most
