@@ -13,10 +13,12 @@ Two pieces, shared by the raw derender endpoints and the front door:
   `check_stop_strings` with one token per step. Its state (`held`, flags) is tiny and
   JSON-serializable.
 * `StopAutomaton`: what makes the matcher's cost per fed character independent of how many
-  stop strings there are and how long they are. vLLM puts no cap on `stop`, and checking every
-  string on every token (1000 strings of 1000 chars: milliseconds per token on the event
-  loop) is an easy denial of service. A few short strings keep the plain `str.find` path,
-  which is faster for them; both paths give identical results and identical states.
+  stop strings there are and how long they are. Requests carry at most 4 (vLLM's bound, which
+  the request models enforce) but of any length, and output that keeps matching a long prefix
+  would make `str.find` rescan the whole held tail on every token; the core API itself takes
+  any number (1000 strings of 1000 chars: milliseconds per token on the find path). A few short
+  strings keep the plain `str.find` path, which is faster for them; both paths give identical
+  results and identical states.
 
 `cut_at_stop_string(...)` is the one-shot form vLLM's non-streaming derender applies.
 """
@@ -30,14 +32,27 @@ from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from core.errors import RequestError
+
+# The most characters all stop strings of a request may hold where they are matched (the front
+# door, the derender endpoints). vLLM bounds their number (4, like OpenAI) but not their length,
+# so a request body's worth (32 MB) of stop strings would build a ~300 MB automaton. A million
+# characters is far beyond any real use and costs ~10 MB and ~10 ms to build. The render
+# endpoint passes `stop` on unchecked, as vLLM does.
+MAX_STOP_CHARS = 1_000_000
+
 
 def normalize_stop(stop: str | Sequence[str] | None) -> list[str]:
-    """The request's `stop` as a list without empty strings (SamplingParams does the same)."""
+    """The request's `stop` as a list without empty strings (SamplingParams does the same).
+    Raises RequestError (400) past MAX_STOP_CHARS."""
     if not stop:
         return []
-    if isinstance(stop, str):
-        return [stop]
-    return [s for s in stop if s]
+    strings = [stop] if isinstance(stop, str) else [s for s in stop if s]
+    total = sum(map(len, strings))
+    if total > MAX_STOP_CHARS:
+        raise RequestError(f"The stop strings hold {total} characters in all; at most {MAX_STOP_CHARS} are "
+                           "supported.", 400, "BadRequestError", param="stop")
+    return strings
 
 
 def drop_stop_token(token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None, *,

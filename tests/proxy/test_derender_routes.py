@@ -180,3 +180,22 @@ async def test_negative_logprob_ids_are_400_like_vllm(client, path, body, messag
     resp = await client.post(path, json=body)
     assert resp.status == 400
     assert (await resp.json())["error"] == {"message": message, "type": "BadRequestError", "param": None, "code": 400}
+
+
+async def test_stop_strings_past_the_limit_are_a_400_where_they_are_matched(client, qwen3):
+    # 4 strings (vLLM's most) of 250,001 chars: past core.stop.MAX_STOP_CHARS, so the derender endpoints
+    # refuse them (vLLM bounds only their number); render passes `stop` on as vLLM does
+    from core.stop import MAX_STOP_CHARS
+
+    stop = [f"{i}" + "z" * 250_000 for i in range(4)]
+    assert sum(map(len, stop)) > MAX_STOP_CHARS
+    body = {"stream": True, "generate_chunk": chunk([45764]), "stream_state": None, "prompt_token_ids": PROMPT,
+            "completion_request": {"prompt": "x", "stop": stop}}
+    resp = await client.post(CMPL, json=body)
+    error = (await resp.json())["error"]
+    assert resp.status == 400 and error["param"] == "stop" and str(MAX_STOP_CHARS) in error["message"]
+    body["completion_request"]["stop"] = [s[:-1] for s in stop]  # exactly at the bound: fine
+    assert (await client.post(CMPL, json=body)).status == 200
+    rendered = await client.post("/v1/completions/render", json={"prompt": "x", "stop": stop})
+    assert rendered.status == 200
+    assert (await rendered.json())[0]["sampling_params"]["stop"] == stop

@@ -498,3 +498,20 @@ def test_same_x_request_id_twice_one_disconnect_aborts_only_its_own_generation(p
     # both engine requests carried the client's id as their base, yet were distinct
     ids = [r["request_id"] for r in list(plain.engine_state.received)[-2:]]
     assert len(set(ids)) == 2 and all(i.startswith("chatcmpl-shared-id-") for i in ids)
+
+
+def test_stop_strings_past_the_limit_are_refused_before_the_engine(plain):
+    # core.stop.MAX_STOP_CHARS bounds what the proxy matches (vLLM bounds only the number, 4)
+    import openai
+
+    from core.stop import MAX_STOP_CHARS
+
+    received = len(plain.engine_state.received)
+    client = openai.OpenAI(base_url=plain.base_url, api_key="unused", max_retries=0)
+    stop = [c * (MAX_STOP_CHARS // 4) for c in "zyx"] + ["w" * (MAX_STOP_CHARS // 4 + 1)]  # one char too many
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "Hi"}],
+                                           stop=stop, stream=stream)
+        assert caught.value.body["param"] == "stop" and str(MAX_STOP_CHARS) in caught.value.body["message"]
+    assert len(plain.engine_state.received) == received
