@@ -629,6 +629,21 @@ def test_front_door_multi_prompt_completion_with_more_prompts_than_slots(stacks)
     assert texts == {0: "fine", 1: "fine", 2: "fine"}
 
 
+def test_front_door_streamed_echo_logprobs_with_more_prompts_than_slots(stacks):
+    # each prompt's prompt-logprobs side request runs while the other prompt's stream holds a slot
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.5)
+    stack.set_replies(["fine"])
+    chunks = list(openai_client(stack).completions.create(model="tiny-qwen3", prompt=["a b", "c d"], max_tokens=5,
+                                                          echo=True, logprobs=1, stream=True))
+    firsts = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            firsts.setdefault(choice.index, choice)
+    assert sorted(firsts) == [0, 1]
+    for choice in firsts.values():
+        assert choice.logprobs.token_logprobs[0] is None and None not in choice.logprobs.token_logprobs[1:2]
+
+
 def test_front_door_503s_from_the_pool_say_when_to_retry(stacks):
     from tests.proxy.frontdoor_stack import post_raw
 
