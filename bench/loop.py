@@ -353,6 +353,20 @@ def header(pin: bool) -> str:
     ])
 
 
+def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
+    """One table, measured by a new client process. Run after the zero-delay table in the same
+    client, the paced concurrency-128 TTFT came out 100+ ms high in two full runs (direct fine,
+    proxied not), and normal when the paced table ran alone; each table now gets a clean client."""
+    out = Path(tempfile.mkdtemp(prefix="bench-loop-section-")) / "section.md"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", "paced" if paced else "zero",
+           "--levels", *map(str, args.levels), "--requests-per-level", str(args.requests_per_level),
+           "--paced-delay-ms", str(args.paced_delay_ms),
+           "--paced-requests-per-level", str(args.paced_requests_per_level),
+           "--pin" if args.pin else "--no-pin", "--out", str(out)]
+    subprocess.run(cmd, check=True)
+    return out.read_text()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 32, 128])
@@ -362,12 +376,19 @@ def main() -> int:
     parser.add_argument("--paced-requests-per-level", type=int, default=6)
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                         help="the proxy alone on the last CPU, the engine and the client on the others")
+    parser.add_argument("--section", choices=["all", "zero", "paced"], default="all",
+                        help="one table only (in this process); `all` runs each in a fresh process")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "loop.md"))
     args = parser.parse_args()
-    sections = [header(args.pin), asyncio.run(main_async(args, 0.0, args.requests_per_level, 20))]
-    if args.paced_delay_ms > 0:
-        sections.append(asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level, 5)))
-    text = "\n".join(sections)
+    if args.section == "zero":
+        text = asyncio.run(main_async(args, 0.0, args.requests_per_level, 20))
+    elif args.section == "paced":
+        text = asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level, 5))
+    else:
+        sections = [header(args.pin), section_in_fresh_process(args, paced=False)]
+        if args.paced_delay_ms > 0:
+            sections.append(section_in_fresh_process(args, paced=True))
+        text = "\n".join(sections)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
