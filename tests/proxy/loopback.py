@@ -22,6 +22,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def url(server: Any) -> str:
+    """The base URL of a server on 127.0.0.1 (aiohttp's TestServer, LoopbackServer)."""
+    return f"http://127.0.0.1:{server.port}"
+
+
 class LoopbackServer:
     def __init__(self, app_factory: Callable[[], web.Application], port: int | None = None) -> None:
         self._factory = app_factory

@@ -5,44 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
-from core.reference_engine import ReplyBook
 from proxy.engine.client import Engine, EngineError, EngineTimeouts
 from proxy.engine.pool import EnginePool
-from proxy.reference_engine import REFERENCE, Faults, create_reference_app
-from tests.proxy.loopback import free_port
-
-REPLY = "Hello from the engine, with some words to stream."
-
-
-@pytest.fixture
-async def session():
-    async with aiohttp.ClientSession() as s:
-        yield s
-
-
-@pytest.fixture
-async def start_engine(qwen3):
-    servers: list[TestServer] = []
-
-    async def start(**kwargs) -> TestServer:
-        app = create_reference_app(qwen3, replies=ReplyBook(qwen3, [(REPLY, None)]), **kwargs)
-        server = TestServer(app, host="127.0.0.1")
-        await server.start_server()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
-def url(server: TestServer) -> str:
-    return f"http://127.0.0.1:{server.port}"
-
+from proxy.reference_engine import REFERENCE, Faults
+from tests.proxy.loopback import free_port, url
 
 def gen_request(request_id: str, stream: bool = True, **sampling):
     return {"request_id": request_id, "token_ids": [1, 2, 3], "sampling_params": sampling, "stream": stream}
