@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import openai
+
 from core.model import ModelInfo
 from core.reference_engine import ReplyBook
 from proxy.app import create_app
@@ -31,6 +33,13 @@ class Stack:
         self.proxy = LoopbackServer(lambda: create_app(self.config, model)).start()
         self.url = self.proxy.url
         self.base_url = self.url + "/v1"
+
+    def client(self, **options: Any) -> openai.OpenAI:
+        """The official client on this proxy, without retries: a test sees every failure."""
+        return openai.OpenAI(base_url=self.base_url, api_key="unused", max_retries=0, **options)
+
+    def async_client(self, **options: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key="unused", max_retries=0, **options)
 
     @property
     def engine_state(self) -> ReferenceEngine:

@@ -403,11 +403,6 @@ def stacks(qwen3):
         stack.close()
 
 
-def openai_client(stack):
-    import openai
-
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=20)
-
 
 def proxy_pool(stack) -> EnginePool:
     from proxy.engine.pool import POOL
@@ -436,7 +431,7 @@ def hold_the_slot(stack):
     """A streamed chat whose engine stream stalls after its first token: it holds an engine slot
     until the client closes it."""
     stack.set_replies([LONG_REPLY], faults=Faults(stall_after=1))
-    held = openai_client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+    held = stack.client(timeout=20).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
     next(iter(held))
     stack.held = [*getattr(stack, "held", []), held]
     return held
@@ -448,7 +443,7 @@ def test_front_door_request_waits_for_a_free_slot_then_proceeds(stacks):
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20)
     held = hold_the_slot(stack)
     answers = []
-    waiting = threading.Thread(target=lambda: answers.append(openai_client(stack).chat.completions.create(
+    waiting = threading.Thread(target=lambda: answers.append(stack.client(timeout=20).chat.completions.create(
         model="tiny-qwen3", messages=MESSAGES)))
     waiting.start()
     wait_for(lambda: proxy_pool(stack).queue_length == 1)
@@ -470,7 +465,7 @@ def test_front_door_queue_timeout_is_a_503_openai_error(stacks):
 
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.2)
     held = hold_the_slot(stack)
-    client = openai_client(stack)
+    client = stack.client(timeout=20)
     with pytest.raises(openai.APIStatusError) as err:
         client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
     assert err.value.status_code == 503
@@ -505,7 +500,7 @@ def test_front_door_client_leaving_the_queue_is_never_sent_to_the_engine(stacks)
     stack.engine_state.faults = Faults()
     held.close()
     wait_for(lambda: pool.engines[0].outstanding == 0)
-    answer = openai_client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    answer = stack.client(timeout=20).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
     assert answer.choices[0].message.content == LONG_REPLY
     sent = [body["request_id"] for body in stack.engine_state.received]
     assert len(sent) == 2 and not any(rid.startswith("left-the-queue") for rid in sent)
@@ -518,7 +513,7 @@ def test_front_door_failing_engine_is_taken_out_then_probed_back(stacks):
     stack.set_replies(["fine"])
     bad, good = (server.app[REFERENCE] for server in stack.engines)
     bad_url = stack.engines[0].url
-    client = openai_client(stack)
+    client = stack.client(timeout=20)
 
     bad.faults = Faults(fail_status=400)  # the client's fault, passed on: never opens the circuit
     for _ in range(3):
@@ -552,7 +547,7 @@ def test_front_door_every_engine_open_fails_fast(stacks):
 
     stack = stacks(engine_failure_threshold=1, engine_cooldown=30)
     stack.set_replies(["fine"], faults=Faults(fail_status=500))
-    client = openai_client(stack)
+    client = stack.client(timeout=20)
     with pytest.raises(openai.APIStatusError) as err:
         client.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
     assert err.value.status_code == 502  # the engine's own failure, passed on
@@ -590,7 +585,7 @@ def test_limit_flags_reach_the_pool(qwen3):
 def test_front_door_multi_prompt_completion_with_more_prompts_than_slots(stacks):
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.5)
     stack.set_replies(["fine"])
-    chunks = list(openai_client(stack).completions.create(model="tiny-qwen3", prompt=["a", "b", "c"],
+    chunks = list(stack.client(timeout=20).completions.create(model="tiny-qwen3", prompt=["a", "b", "c"],
                                                           max_tokens=5, stream=True))
     texts = {}
     for chunk in chunks:
@@ -603,7 +598,7 @@ def test_front_door_streamed_echo_logprobs_with_more_prompts_than_slots(stacks):
     # each prompt's prompt-logprobs side request runs while the other prompt's stream holds a slot
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.5)
     stack.set_replies(["fine"])
-    chunks = list(openai_client(stack).completions.create(model="tiny-qwen3", prompt=["a b", "c d"], max_tokens=5,
+    chunks = list(stack.client(timeout=20).completions.create(model="tiny-qwen3", prompt=["a b", "c d"], max_tokens=5,
                                                           echo=True, logprobs=1, stream=True))
     firsts = {}
     for chunk in chunks:

@@ -32,9 +32,6 @@ def stack(qwen3):
     s.close()
 
 
-def client(stack: Stack) -> openai.OpenAI:
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
-
 
 def logprob_aggregate(chunks: list[Any]) -> dict[int, dict]:
     """The shared streamed aggregate (text, tokens, offsets, finish) plus the logprob values."""
@@ -90,7 +87,7 @@ def test_streamed_echo_carries_the_engines_prompt_logprobs(stack, qwen3):
     stack.set_replies(REPLIES[:1])
     ids = qwen3.tokenizer.encode(PROMPT)
     before = len(stack.engine_state.received)
-    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=2,
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=2,
                                                    max_tokens=5, stream=True))
     side, streamed = new_requests(stack, before)
     first = chunks[0].choices[0]
@@ -124,7 +121,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_stream_aggregate_equals_non_streamed(stack, qwen3, case, logprobs):
     stack.set_replies(REPLIES)
-    c = client(stack)
+    c = stack.client()
     body = dict(CASES[case], model="tiny-qwen3", echo=True, logprobs=logprobs)
     full = c.completions.create(**body)
     chunks = list(c.completions.create(**body, stream=True, stream_options={"include_usage": True}))
@@ -171,7 +168,7 @@ def test_max_tokens_0_is_one_non_streamed_engine_request_written_as_sse(stack, q
 def test_echo_without_logprobs_makes_no_side_request(stack):
     stack.set_replies(REPLIES[:1])
     before = len(stack.engine_state.received)
-    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, max_tokens=4,
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, max_tokens=4,
                                                    stream=True))
     assert chunks[0].choices[0].text.startswith(PROMPT) and chunks[0].choices[0].logprobs is None
     (streamed,) = new_requests(stack, before)
@@ -181,7 +178,7 @@ def test_echo_without_logprobs_makes_no_side_request(stack):
 def test_side_request_ignores_generation_only_params(stack):
     # min_tokens 3 would be rejected next to the side request's max_tokens 1 (min_tokens <= max_tokens)
     stack.set_replies(REPLIES[:1])
-    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=1,
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=1,
                                                    max_tokens=5, stream=True, extra_body={"min_tokens": 3}))
     assert chunks[0].choices[0].logprobs.token_logprobs[1] is not None
     side = list(stack.engine_state.received)[-2]
@@ -195,7 +192,7 @@ def test_engine_error_before_the_stream_is_a_json_error(stack, max_tokens, engin
     before = len(stack.engine_state.received)
     try:
         with pytest.raises(openai.APIStatusError) as err:
-            client(stack).completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=2,
+            stack.client().completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=2,
                                              max_tokens=max_tokens, stream=True)
     finally:
         stack.engine_state.faults = Faults()
@@ -235,7 +232,7 @@ def test_several_prompts_client_gone_aborts_every_side_request(qwen3):
         two.set_replies(REPLIES[:1], faults=Faults(stall_after=0))  # side requests hang...
 
         async def run() -> None:
-            c = openai.AsyncOpenAI(base_url=two.base_url, api_key="unused", max_retries=0, timeout=0.3)
+            c = two.async_client(timeout=0.3)
             try:
                 await c.completions.create(model="tiny-qwen3", prompt=[PROMPT, "Hi"], echo=True, logprobs=1,
                                            max_tokens=3, stream=True)
@@ -257,7 +254,7 @@ def test_several_prompts_client_gone_aborts_every_side_request(qwen3):
 
 async def test_async_client_streamed_echo_logprobs(stack, qwen3):
     stack.set_replies(REPLIES[:1])
-    c = openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    c = stack.async_client()
     try:
         stream = await c.completions.create(model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=1,
                                             max_tokens=4, stream=True)

@@ -152,11 +152,9 @@ def test_front_door_moves_request_token_ttft_and_itl_series(stack, qwen3, caplog
     """Counters move by exactly what the responses' usage says; so do the access-log lines."""
     import logging
 
-    import openai
-
     caplog.set_level(logging.INFO, logger="derender_proxy.access")
 
-    client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    client = stack.client()
     messages = [{"role": "user", "content": "Tell me about Paris."}]
     before = scrape_url(stack.url)
     full = client.chat.completions.create(model="tiny-qwen3", messages=messages)
@@ -199,10 +197,8 @@ def test_front_door_counts_engine_errors_retries_and_stop_string_aborts(qwen3):
 
 
 def _errors_retries_and_stop_strings(stack) -> None:
-    import openai
-
     dead = stack.config.engine_url[0]
-    client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    client = stack.client()
     before = scrape_url(stack.url)
     for _ in range(4):  # least-outstanding choice will try the dead engine at least once
         out = client.chat.completions.create(model="tiny-qwen3", stop=["capital"],
@@ -247,14 +243,12 @@ async def test_client_disconnect_is_counted_as_an_abort_and_a_499(stack):
 def test_first_token_overhead_leaves_the_engine_out(qwen3):
     """The proxy's own share of TTFT: one observation per stream (chat and completions), none for
     a non-streamed answer, and the engine's time before its first token is not in it."""
-    import openai
-
     from tests.proxy.frontdoor_stack import Stack
 
     stack = Stack(qwen3)
     stack.set_replies(["Paris is the capital."], token_delay_ms=300)  # every engine step, the first too
     try:
-        client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+        client = stack.client()
         messages = [{"role": "user", "content": "Tell me about Paris."}]
         before = scrape_url(stack.url)
         client.chat.completions.create(model="tiny-qwen3", messages=messages, max_tokens=2)

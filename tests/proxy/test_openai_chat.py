@@ -40,9 +40,6 @@ def parsed(qwen3):
     stack.close()
 
 
-def client(stack: Stack) -> openai.OpenAI:
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
-
 
 def aggregate(chunks) -> dict:
     """Fold streamed chunks into per-index messages, as a client would."""
@@ -84,7 +81,7 @@ def rendered_prompt_len(model, messages, **kwargs) -> int:
 
 def test_chat_non_streaming_plain(plain, qwen3):
     plain.set_replies([PLAIN_REPLY])
-    r = client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+    r = plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
     (choice,) = r.choices
     assert choice.message.role == "assistant"
     assert choice.message.content == PLAIN_REPLY  # EOS dropped from the text
@@ -101,7 +98,7 @@ def test_chat_non_streaming_plain(plain, qwen3):
 
 def test_chat_stream_equals_non_stream_plain(plain):
     plain.set_replies([PLAIN_REPLY])
-    c = client(plain)
+    c = plain.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
     chunks = list(c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
     agg = aggregate(chunks)[0]
@@ -114,7 +111,7 @@ def test_chat_stream_equals_non_stream_plain(plain):
 
 async def test_chat_async_client_stream(plain):
     plain.set_replies([PLAIN_REPLY])
-    c = openai.AsyncOpenAI(base_url=plain.base_url, api_key="unused", max_retries=0)
+    c = plain.async_client()
     stream = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True,
                                              stream_options={"include_usage": True})
     chunks = [chunk async for chunk in stream]
@@ -171,7 +168,7 @@ def test_non_streaming_wire_format(plain):
 
 def test_stop_token_ids_and_secondary_eos_keep_their_stop_reason(plain, qwen3):
     plain.set_replies(["Hello there, world"])
-    c = client(plain)
+    c = plain.client()
     ids = qwen3.tokenizer.encode("Hello there, world")
     r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, extra_body={"stop_token_ids": [ids[2]]})
     assert r.choices[0].message.content == qwen3.tokenizer.decode(ids[:2])  # the stop token's text is dropped
@@ -184,7 +181,7 @@ def test_stop_token_ids_and_secondary_eos_keep_their_stop_reason(plain, qwen3):
 def test_n3_interleaved_one_state_per_index(plain):
     replies = ["Alpha beta gamma.", "One two three four.", "Short."]
     plain.set_replies(replies)
-    c = client(plain)
+    c = plain.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, n=3)
     assert sorted(ch.index for ch in full.choices) == [0, 1, 2]
     assert sorted(ch.message.content for ch in full.choices) == sorted(replies)
@@ -199,7 +196,7 @@ def test_n3_interleaved_one_state_per_index(plain):
 
 def test_logprobs_stream_and_non_stream(plain):
     plain.set_replies(["Bonjour 🙂 world"])
-    c = client(plain)
+    c = plain.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True, top_logprobs=2)
     content = full.choices[0].logprobs.content
     ids = plain.model.tokenizer.encode("Bonjour 🙂 world") + [IM_END]
@@ -215,7 +212,7 @@ def test_logprobs_stream_and_non_stream(plain):
 
 def test_continuous_usage_stats(plain):
     plain.set_replies(["a b c d"])
-    chunks = list(client(plain).chat.completions.create(
+    chunks = list(plain.client().chat.completions.create(
         model="tiny-qwen3", messages=MESSAGES, stream=True,
         stream_options={"include_usage": True, "continuous_usage_stats": True}))
     counts = [ch.usage.completion_tokens for ch in chunks[:-1]]
@@ -226,7 +223,7 @@ def test_continuous_usage_stats(plain):
 def test_stop_string_cuts_mid_stream_and_aborts_engine(plain):
     reply = " ".join(f"w{i}" for i in range(60))
     plain.set_replies([reply], token_delay_ms=5)
-    chunks = list(client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True,
+    chunks = list(plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True,
                                                         stop=["w7 "]))
     agg = aggregate(chunks)[0]
     assert agg["content"] == "w0 w1 w2 w3 w4 w5 w6 "
@@ -238,7 +235,7 @@ def test_stop_string_cuts_mid_stream_and_aborts_engine(plain):
 
 def test_stop_string_non_streaming(plain):
     plain.set_replies(["one two three four five six seven"], token_delay_ms=2)
-    r = client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stop=["four", "zzz"])
+    r = plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stop=["four", "zzz"])
     assert r.choices[0].message.content == "one two three "
     assert (r.choices[0].finish_reason, r.choices[0].model_extra["stop_reason"]) == ("stop", "four")
     assert plain.wait_aborted()
@@ -248,7 +245,7 @@ def test_client_disconnect_aborts_engine_within_100ms(plain):
     plain.set_replies([" ".join(["tok"] * 200)], token_delay_ms=20)
 
     async def run() -> float:
-        c = openai.AsyncOpenAI(base_url=plain.base_url, api_key="unused", max_retries=0)
+        c = plain.async_client()
         stream = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
         seen = 0
         async for _ in stream:
@@ -275,13 +272,13 @@ def test_client_disconnect_non_streaming_aborts(plain):
 
 def test_unknown_model_is_404(plain):
     with pytest.raises(openai.NotFoundError) as err:
-        client(plain).chat.completions.create(model="nope", messages=MESSAGES)
+        plain.client().chat.completions.create(model="nope", messages=MESSAGES)
     assert "The model `nope` does not exist" in err.value.body["message"]
 
 
 def test_validation_error_is_400(plain):
     with pytest.raises(openai.BadRequestError):
-        client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES,
+        plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES,
                                               stream_options={"include_usage": True})
 
 
@@ -290,11 +287,11 @@ def test_validation_error_is_400(plain):
 def test_engine_error_status_passes_through(plain):
     plain.set_replies(["x"], faults=Faults(fail_status=400))
     with pytest.raises(openai.BadRequestError) as err:
-        client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+        plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
     assert "injected failure" in err.value.body["message"]
     plain.set_replies(["x"], faults=Faults(fail_status=500))
     with pytest.raises(openai.APIStatusError) as err5:
-        client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+        plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
     assert err5.value.status_code == 502
 
 
@@ -306,14 +303,14 @@ def test_engine_dropping_the_stream_gives_error_event_then_done(plain):
     error = orjson.loads(parts[-3][len("data: "):])
     assert error["error"]["code"] == 502 and "closed the stream" in error["error"]["message"]
     with pytest.raises(openai.APIError):
-        list(client(plain).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
+        list(plain.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
 
 
 def test_engine_down(qwen3):
     stack = Stack(qwen3, engines=0, dead_engines=1)
     try:
         with pytest.raises(openai.APIStatusError) as err:
-            client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+            stack.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
         assert err.value.status_code == 503
         assert err.value.body["type"] == "ServiceUnavailableError"
     finally:
@@ -324,9 +321,9 @@ def test_retry_on_another_engine_before_first_token(qwen3):
     stack = Stack(qwen3, engines=1, dead_engines=1)
     try:
         stack.set_replies(["fine"])
-        r = client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
+        r = stack.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES)
         assert r.choices[0].message.content == "fine"
-        chunks = list(client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
+        chunks = list(stack.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True))
         assert aggregate(chunks)[0]["content"] == "fine"
     finally:
         stack.close()
@@ -336,7 +333,7 @@ def test_retry_on_another_engine_before_first_token(qwen3):
 
 def test_tool_call_with_reasoning_stream_equals_non_stream(parsed):
     parsed.set_replies([TOOL_REPLY])
-    c = client(parsed)
+    c = parsed.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS)
     msg = full.choices[0].message
     assert full.choices[0].finish_reason == "tool_calls"
@@ -360,7 +357,7 @@ def test_tool_call_with_reasoning_stream_equals_non_stream(parsed):
 
 def test_reasoning_and_content_split(parsed):
     parsed.set_replies([THINK_REPLY])
-    c = client(parsed)
+    c = parsed.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "hi"}])
     msg = full.choices[0].message
     assert msg.model_extra["reasoning"].strip() == "The user greets me; be brief."
@@ -388,7 +385,7 @@ def test_reasoning_field_names(qwen3):
 
 def test_tool_choice_none_keeps_markup_as_content(parsed):
     parsed.set_replies([TOOL_REPLY])
-    r = client(parsed).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS,
+    r = parsed.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS,
                                                tool_choice="none")
     assert not r.choices[0].message.tool_calls and r.choices[0].finish_reason == "stop"
     assert "<tool_call>" in r.choices[0].message.content
@@ -407,7 +404,7 @@ def test_engine_timeouts(qwen3):
         # stalls before the first token: a JSON 504 before any SSE
         stack.set_replies(["a b c"], faults=Faults(stall_after=0))
         with pytest.raises(openai.APIStatusError) as err:
-            client(stack).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+            stack.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
         assert err.value.status_code == 504
     finally:
         stack.close()
@@ -429,7 +426,7 @@ def test_chat_echo_continues_the_last_message(plain):
     messages = [{"role": "user", "content": "What is the answer?"},
                 {"role": "assistant", "content": "The answer is"}]
     extra = {"echo": True, "add_generation_prompt": False, "continue_final_message": True}
-    c = client(plain)
+    c = plain.client()
     r = c.chat.completions.create(model="tiny-qwen3", messages=messages, extra_body=extra)
     assert r.choices[0].message.role == "assistant"
     assert r.choices[0].message.content == "The answer is forty-two."
@@ -439,7 +436,7 @@ def test_chat_echo_continues_the_last_message(plain):
 
 def test_include_reasoning_false_hides_reasoning_and_logprobs(parsed):
     parsed.set_replies([THINK_REPLY])
-    c = client(parsed)
+    c = parsed.client()
     extra = {"include_reasoning": False}
     r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True, extra_body=extra)
     assert r.choices[0].message.model_extra["reasoning"] is None
@@ -452,7 +449,7 @@ def test_include_reasoning_false_hides_reasoning_and_logprobs(parsed):
 
 def test_tool_choice_required_and_named(parsed):
     """hermes answers forced tool choices in its own markup (vLLM constrains it with a structural tag)."""
-    c = client(parsed)
+    c = parsed.client()
     no_think = {"chat_template_kwargs": {"enable_thinking": False}}
     parsed.set_replies(['<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'])
     r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS, tool_choice="required",
@@ -480,7 +477,7 @@ def test_same_x_request_id_twice_one_disconnect_aborts_only_its_own_generation(p
     headers = {"X-Request-Id": "shared-id"}
 
     async def run() -> tuple[str, str]:
-        c = openai.AsyncOpenAI(base_url=plain.base_url, api_key="unused", max_retries=0, default_headers=headers)
+        c = plain.async_client(default_headers=headers)
         leaver = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
         stayer = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
         async for _ in leaver:
@@ -507,7 +504,7 @@ def test_stop_strings_past_the_limit_are_refused_before_the_engine(plain):
     from core.stop import MAX_STOP_CHARS
 
     received = len(plain.engine_state.received)
-    client = openai.OpenAI(base_url=plain.base_url, api_key="unused", max_retries=0)
+    client = plain.client()
     stop = [c * (MAX_STOP_CHARS // 4) for c in "zyx"] + ["w" * (MAX_STOP_CHARS // 4 + 1)]  # one char too many
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError) as caught:

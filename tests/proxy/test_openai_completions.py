@@ -22,9 +22,6 @@ def stack(qwen3):
     s.close()
 
 
-def client(stack: Stack) -> openai.OpenAI:
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
-
 
 def aggregate(chunks) -> dict[int, dict]:
     out: dict[int, dict] = {}
@@ -44,7 +41,7 @@ def aggregate(chunks) -> dict[int, dict]:
 
 def test_completion_non_stream_and_stream_agree(stack, qwen3):
     stack.set_replies([REPLY])
-    c = client(stack)
+    c = stack.client()
     full = c.completions.create(model="tiny-qwen3", prompt="Say something", max_tokens=200)
     (choice,) = full.choices
     assert choice.text == REPLY and choice.finish_reason == "stop"
@@ -60,7 +57,7 @@ def test_completion_non_stream_and_stream_agree(stack, qwen3):
 
 def test_completion_length_finish(stack, qwen3):
     stack.set_replies([REPLY])
-    r = client(stack).completions.create(model="tiny-qwen3", prompt="x", max_tokens=4)
+    r = stack.client().completions.create(model="tiny-qwen3", prompt="x", max_tokens=4)
     assert r.choices[0].finish_reason == "length"
     assert r.choices[0].text == qwen3.tokenizer.decode(qwen3.tokenizer.encode(REPLY)[:4])
     assert stack.last_engine_request()["sampling_params"]["max_tokens"] == 4
@@ -89,7 +86,7 @@ def test_completion_wire_format(stack):
 
 def test_several_prompts_and_n(stack):
     stack.set_replies(["alpha beta", "gamma delta epsilon"])
-    c = client(stack)
+    c = stack.client()
     full = c.completions.create(model="tiny-qwen3", prompt=["first prompt", "second prompt"], n=2,
                                 temperature=1.0, max_tokens=50)
     assert [ch.index for ch in full.choices] == [0, 1, 2, 3]
@@ -105,16 +102,16 @@ def test_several_prompts_and_n(stack):
 
 def test_echo(stack):
     stack.set_replies([" and more"])
-    r = client(stack).completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20)
+    r = stack.client().completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20)
     assert r.choices[0].text == "Start and more"
-    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20,
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt="Start", echo=True, max_tokens=20,
                                                    stream=True))
     assert aggregate(chunks)[0]["text"] == "Start and more"
 
 
 def test_logprobs_text_offsets(stack):
     stack.set_replies([REPLY])
-    c = client(stack)
+    c = stack.client()
     full = c.completions.create(model="tiny-qwen3", prompt="x", logprobs=2, max_tokens=200)
     lp = full.choices[0].logprobs
     assert lp.text_offset[0] == 0
@@ -127,13 +124,13 @@ def test_logprobs_text_offsets(stack):
 
 def test_stop_string_cuts_and_aborts(stack):
     stack.set_replies([" ".join(f"n{i}" for i in range(80))], token_delay_ms=5)
-    chunks = list(client(stack).completions.create(model="tiny-qwen3", prompt="count", stream=True, stop=["n5"],
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt="count", stream=True, stop=["n5"],
                                                    max_tokens=500))
     agg = aggregate(chunks)[0]
     assert agg["text"] == "n0 n1 n2 n3 n4 " and (agg["finish_reason"], agg["stop_reason"]) == ("stop", "n5")
     assert stack.wait_aborted()
     stack.set_replies(["one two three four"])
-    r = client(stack).completions.create(model="tiny-qwen3", prompt="count", stop=["three"],
+    r = stack.client().completions.create(model="tiny-qwen3", prompt="count", stop=["three"],
                                          extra_body={"include_stop_str_in_output": True})
     assert r.choices[0].text == "one two three"
 
@@ -141,15 +138,15 @@ def test_stop_string_cuts_and_aborts(stack):
 def test_engine_errors(stack):
     stack.set_replies(["x"], faults=Faults(fail_status=400))
     with pytest.raises(openai.BadRequestError):
-        client(stack).completions.create(model="tiny-qwen3", prompt="x")
+        stack.client().completions.create(model="tiny-qwen3", prompt="x")
     stack.set_replies(["a b c d e f"], faults=Faults(drop_after=2))
     with pytest.raises(openai.APIError):
-        list(client(stack).completions.create(model="tiny-qwen3", prompt="x", stream=True))
+        list(stack.client().completions.create(model="tiny-qwen3", prompt="x", stream=True))
 
 
 async def test_async_client(stack):
     stack.set_replies([REPLY])
-    c = openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+    c = stack.async_client()
     r = await c.completions.create(model="tiny-qwen3", prompt="hello", max_tokens=200)
     assert r.choices[0].text == REPLY
     await c.close()
@@ -158,10 +155,10 @@ async def test_async_client(stack):
 def test_default_max_tokens_16_reaches_the_engine(stack, qwen3):
     """vLLM's sampling-params JSON drops max_tokens == 16 (its default); the engine must still get it."""
     stack.set_replies([" ".join(["word"] * 100)])
-    r = client(stack).completions.create(model="tiny-qwen3", prompt="x")  # completions default: 16
+    r = stack.client().completions.create(model="tiny-qwen3", prompt="x")  # completions default: 16
     assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 16
     assert stack.last_engine_request()["sampling_params"]["max_tokens"] == 16
-    r = client(stack).chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "x"}],
+    r = stack.client().chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "x"}],
                                               max_tokens=16)
     assert r.usage.completion_tokens == 16
 
@@ -173,7 +170,7 @@ def test_one_prompt_failing_aborts_the_others(qwen3):
         two.engines[0].app[REFERENCE].faults = Faults(fail_status=400)  # type: ignore[index]
         for stream in (True, False):
             with pytest.raises(openai.BadRequestError):
-                r = client(two).completions.create(model="tiny-qwen3", prompt=["one", "two"], max_tokens=80,
+                r = two.client().completions.create(model="tiny-qwen3", prompt=["one", "two"], max_tokens=80,
                                                    stream=stream)
                 list(r) if stream else None
             healthy = two.engines[1].app[REFERENCE]  # type: ignore[index]
@@ -190,7 +187,7 @@ def test_prompt_logprobs_and_echo_logprobs_cover_the_prompt(stack, qwen3):
     stack.set_replies([" and more"])
     prompt = "Hello there"
     n_prompt = len(qwen3.tokenizer.encode(prompt))
-    c = client(stack)
+    c = stack.client()
     r = c.completions.create(model="tiny-qwen3", prompt=prompt, max_tokens=5, extra_body={"prompt_logprobs": 1})
     got = r.choices[0].model_extra["prompt_logprobs"]
     assert isinstance(got, list) and len(got) == n_prompt and got[0] is None  # passed on from the engine
@@ -211,8 +208,8 @@ def test_prompt_logprobs_and_echo_logprobs_cover_the_prompt(stack, qwen3):
 def test_prompt_ids_are_checked_against_the_model_vocab(stack, qwen3):
     stack.set_replies(["x"])
     padding_row = qwen3.hf_config["vocab_size"] - 1  # past the tokenizer, inside the embedding: vLLM accepts
-    r = client(stack).completions.create(model="tiny-qwen3", prompt=[9707, padding_row], max_tokens=2)
+    r = stack.client().completions.create(model="tiny-qwen3", prompt=[9707, padding_row], max_tokens=2)
     assert r.choices[0].text
     with pytest.raises(openai.BadRequestError) as err:
-        client(stack).completions.create(model="tiny-qwen3", prompt=[9707, padding_row + 1], max_tokens=2)
+        stack.client().completions.create(model="tiny-qwen3", prompt=[9707, padding_row + 1], max_tokens=2)
     assert err.value.body["message"] == f"Token id {padding_row + 1} is out of vocabulary"

@@ -235,9 +235,6 @@ def door(qwen3):
     stack.close()
 
 
-def sync_client(stack: Stack) -> openai.OpenAI:
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
-
 
 def engine_token_ids(stack: Stack) -> list[list[int]]:
     return [list(r.get("token_ids") or []) for r in stack.engine_state.received]
@@ -258,7 +255,7 @@ def test_completions_render_empty_prompt_list_is_400(door):
 @pytest.mark.parametrize("stream", [False, True])
 def test_echo_with_max_tokens_0_returns_only_the_prompt(door, stream):
     door.set_replies(REPLIES[:1])
-    c = sync_client(door)
+    c = door.client()
     r = c.completions.create(model="tiny-qwen3", prompt="Hello there", max_tokens=0, echo=True, stream=stream)
     if stream:
         text = "".join(ch.choices[0].text for ch in r if ch.choices)
@@ -291,7 +288,7 @@ def test_prompt_ids_inside_the_model_vocab_are_accepted_like_vllm(door, qwen3):
 
 def test_max_tokens_1_and_length(door):
     door.set_replies(REPLIES[:1])
-    c = sync_client(door)
+    c = door.client()
     r = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, max_tokens=1)
     assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 1
     assert r.choices[0].message.content == "Alpha"
@@ -305,7 +302,7 @@ def test_max_tokens_1_and_length(door):
 @pytest.mark.parametrize("k", [0, 5, 20])
 def test_top_logprobs_edges(door, k):
     door.set_replies(REPLIES[:1])
-    c = sync_client(door)
+    c = door.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True, top_logprobs=k, max_tokens=4)
     assert [len(e.top_logprobs) for e in full.choices[0].logprobs.content] == [k] * 4
     chunks = list(c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, logprobs=True, top_logprobs=k,
@@ -320,7 +317,7 @@ def test_top_logprobs_edges(door, k):
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_n3_with_stop_strings_stream_equals_non_stream(door, api):
     door.set_replies(REPLIES)
-    c = sync_client(door)
+    c = door.client()
     stop = [" delta", "ta"]
     if api == "chat":
         full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, n=3, stop=stop)
@@ -368,7 +365,7 @@ def tool_door(qwen3):
 ], ids=["required", "named", "none", "auto"])
 def test_tool_choice_variants_stream_equals_non_stream(tool_door, tool_choice, finish, calls):
     tool_door.set_replies([TOOL_REPLY])
-    c = sync_client(tool_door)
+    c = tool_door.client()
     full = c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, tools=TOOLS, tool_choice=tool_choice)
     msg = full.choices[0].message
     assert full.choices[0].finish_reason == finish
@@ -413,7 +410,7 @@ def test_50_concurrent_streams_with_cancellations(door):
         return text, False, ""
 
     async def run() -> list[tuple[str, bool, str]]:
-        c = openai.AsyncOpenAI(base_url=door.base_url, api_key="unused", max_retries=0)
+        c = door.async_client()
         try:
             return await asyncio.gather(*(one(c, i) for i in range(50)))
         finally:
@@ -431,7 +428,7 @@ def test_50_concurrent_streams_with_cancellations(door):
     assert {f"generate-tokens-chatcmpl-qa-{i}" for i in range(0, 50, 3)} <= aborted, sorted(aborted)
     door.set_replies(REPLIES)
     # the proxy is still healthy and serves the next request normally
-    assert sync_client(door).chat.completions.create(model="tiny-qwen3", messages=MESSAGES,
+    assert door.client().chat.completions.create(model="tiny-qwen3", messages=MESSAGES,
                                                      max_tokens=2).choices[0].message.content == "Alpha beta"
 
 
@@ -458,7 +455,7 @@ def test_mid_stream_disconnects_are_never_500s(qwen3, caplog):
                     return
 
         async def run() -> None:
-            c = openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+            c = stack.async_client()
             try:
                 for _ in range(3):
                     await asyncio.gather(*(one(c) for _ in range(20)))
@@ -691,7 +688,7 @@ def test_misbehaving_engine_never_500_never_hangs(hostile, name, stream, api):
 @pytest.mark.parametrize("stream", [False, True])
 def test_echo_with_logprobs_covers_the_prompt_and_offsets_match_the_text(door, qwen3, stream):
     door.set_replies(REPLIES[:1])
-    c = sync_client(door)
+    c = door.client()
     prompt = "Hello there"
     r = c.completions.create(model="tiny-qwen3", prompt=prompt, echo=True, max_tokens=3, logprobs=1, stream=stream)
     text, tokens, offsets = "", [], []
