@@ -89,14 +89,6 @@ async def _freeze_startup_heap(app: web.Application) -> None:
     caches in the heap, one took ~90 ms mid-request and stalled the event loop even for work
     running in the thread pool. Frozen, the same request stalls the loop ~20 ms and runs ~40%
     faster (measured on a 2000-token, 20-candidate logprobs derender).
-
-    The young generation's threshold goes from 700 allocations to 50,000: a request allocates
-    thousands of short-lived objects (request model, render, chunk dicts), so at 700 the collector
-    ran several times per request, on its path to the first token. With 50,000 the proxy's CPU per
-    streamed request fell ~5% and the added time to first token ~0.25 ms p50 at concurrency 32
-    (`bench/loop.py`, paced, two runs each); what the collector reclaims (cycles) waits a little
-    longer, a few MB at most.
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
