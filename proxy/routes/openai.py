@@ -369,15 +369,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _chat_full(run, req, gen, choices, created, model, use_stream)
 
 
-async def _engine_answer(run: EngineRun, body: dict[str, Any], prompt_ids: Sequence[int], *,
-                         group: EngineRun | None = None) -> tuple[list[dict[str, Any]], list[Any] | None]:
+async def _engine_answer(run: EngineRun, body: dict[str, Any], prompt_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]], list[Any] | None]:
     """One non-streamed engine answer: its checked choices and its prompt_logprobs (None when absent).
-    `group`: admitted with the request's engine streams (it runs while they hold their slots).
 
     Engine failures become the client's JSON error (nothing has been sent to the client yet)."""
     run.calling_engine()
     try:
-        _, response = await run.pool.generate(body, prompt_ids, group=group)
+        _, response = await run.pool.generate(body, prompt_ids)
         choices = engine_choices(response, started=False)
     except EngineError as exc:
         raise _client_error(exc) from None
@@ -631,8 +630,7 @@ async def _open_completion_stream(run: EngineRun, gen: dict[str, Any], group: li
     With several engines the two requests land on the same engine only with
     `--prefix-affinity-tokens` (otherwise the least loaded engine takes each)."""
     if group and group[0].wants_prompt_logprobs:
-        # in the streams' group: another prompt's stream may already hold the last slot
-        _, prompt_logprobs = await _engine_answer(run, prompt_logprobs_body(gen), gen["token_ids"], group=run)
+        _, prompt_logprobs = await _engine_answer(run, prompt_logprobs_body(gen), gen["token_ids"])
         for choice in group:
             choice.prompt_logprobs = prompt_logprobs
     return await run.open(completion_stream_body(gen), gen["token_ids"])

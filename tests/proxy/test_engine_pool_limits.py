@@ -595,7 +595,8 @@ def test_front_door_multi_prompt_completion_with_more_prompts_than_slots(stacks)
 
 
 def test_front_door_streamed_echo_logprobs_with_more_prompts_than_slots(stacks):
-    # each prompt's prompt-logprobs side request runs while the other prompt's stream holds a slot
+    # the side requests (prompt logprobs) queue ahead of the streams (FIFO), so none waits for a slot that
+    # a sibling's stream holds until every stream has started
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=0.5)
     stack.set_replies(["fine"])
     chunks = list(stack.client(timeout=20).completions.create(model="tiny-qwen3", prompt=["a b", "c d"], max_tokens=5,
