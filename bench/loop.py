@@ -130,10 +130,10 @@ async def overhead_buckets(proxy_url: str) -> dict[float, float]:
             for sample in family.samples if sample.name == OVERHEAD}
 
 
-def bucket_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
-    """Prometheus' histogram_quantile over the observations between two scrapes (linear within a bucket)."""
-    bounds = sorted(after)
-    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
+    """Prometheus' histogram_quantile over cumulative bucket counts (linear within a bucket)."""
+    bounds = sorted(cumulative)
+    counts = [cumulative[b] for b in bounds]
     total = counts[-1]
     if not total:
         return float("nan")
@@ -255,7 +255,7 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
                     hist[b] = hist.get(b, 0.0) + h1[b] - h0.get(b, 0.0)
             direct, proxied = merge(d_parts), merge(p_parts)
             direct["engine_cpu"] = engine_cpu
-            proxied["own"] = (bucket_quantile(0.5, {}, hist), bucket_quantile(0.99, {}, hist))
+            proxied["own"] = (bucket_quantile(0.5, hist), bucket_quantile(0.99, hist))
             rows.append((level, direct, proxied, cpu))
             print(f"c={level}: direct TTFT p50 {percentile_ms(direct['ttft_p50'])} ms, proxied "
                   f"{percentile_ms(proxied['ttft_p50'])} ms; {proxied['tok_s']:.0f} tok/s via proxy "
