@@ -1,9 +1,10 @@
 """One tokens-only engine over HTTP: generate (streaming and not), abort, health.
 
-All engines share one aiohttp `ClientSession` with a bounded connector (`--engine-max-connections`),
-created at app start-up. Failures become `EngineError`s that carry what the caller needs: the
-status and OpenAI error body to give the client, whether any token had arrived (only failures
-before the first token may be retried on another engine) and a metrics `kind`.
+All engines share one `HTTPClient` (kept-alive connections, at most `--engine-max-connections`,
+created at app start-up; `connections.py` says why it is not aiohttp's client). Failures become
+`EngineError`s that carry what the caller needs: the status and OpenAI error body to give the
+client, whether any token had arrived (only failures before the first token may be retried on
+another engine) and a metrics `kind`.
 
 Aborting an engine request does both things vLLM reacts to: it closes the stream (the engine's
 handler sees the disconnect) and posts `{"request_ids": ["generate-tokens-<id>"]}` to
@@ -18,10 +19,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 
 from proxy.engine.circuit import OPEN, Circuit
+from proxy.engine.connections import (ClientError, ConnectFailed, Disconnected, HTTPClient, Origin,
+                                      Response)
 from proxy.engine.sse import DONE, SSEDecoder, SSEError
 
 log = logging.getLogger("derender_proxy.engine")
@@ -103,14 +105,16 @@ def stream_error_event(payload: dict[str, Any]) -> EngineError:
 class Engine:
     """One engine base URL, with its load and health as the pool sees them."""
 
-    def __init__(self, url: str, session: aiohttp.ClientSession | None, *, api_key: str | None = None,
+    def __init__(self, url: str, http: HTTPClient | None, *, api_key: str | None = None,
                  timeouts: EngineTimeouts = EngineTimeouts(), circuit: Circuit | None = None) -> None:
         self.url = url.rstrip("/")
-        self.session: aiohttp.ClientSession = session  # type: ignore[assignment]  # attached at start-up
+        self.origin = Origin(self.url)
+        self.http: HTTPClient = http  # type: ignore[assignment]  # attached at start-up
         self.timeouts = timeouts
-        self.headers = {"Content-Type": "application/json"}
+        # header lines sent with every request, encoded once
+        self.headers = b"Content-Type: application/json\r\n"
         if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+            self.headers += f"Authorization: Bearer {api_key}\r\n".encode("latin-1")
         self.outstanding = 0
         self.circuit = circuit or Circuit()
         self._background: set[asyncio.Task] = set()
@@ -123,26 +127,27 @@ class Engine:
     def __repr__(self) -> str:
         return f"Engine({self.url}, outstanding={self.outstanding}, circuit={self.circuit.state})"
 
-    async def _post(self, path: str, body: bytes, request_id: str | None, timeout: float | None
-                    ) -> aiohttp.ClientResponse:
-        headers = self.headers if request_id is None else {**self.headers, "X-Request-Id": request_id}
+    async def _post(self, path: str, body: bytes, request_id: str | None, timeout: float | None) -> Response:
+        headers = self.headers if request_id is None else \
+            self.headers + b"X-Request-Id: " + request_id.encode("latin-1", "replace") + b"\r\n"
         try:
-            return await self.session.post(
-                self.url + path, data=body, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect, sock_read=timeout))
-        except aiohttp.ServerDisconnectedError as exc:
+            return await self.http.request(self.origin, "POST", path, body=body, headers=headers,
+                                           connect_timeout=self.timeouts.connect, read_timeout=timeout)
+        except Disconnected as exc:
             # typically a kept-alive connection the engine closed just as we reused it: the engine is
             # fine, the request can be sent again (the pool retries it, on this engine if it is alone)
             log.info("engine %s dropped a connection before answering: %s", self.url, exc)
             raise EngineError("The inference engine closed the connection before answering.", 502,
                               "BadGatewayError", kind="disconnect", retryable=True) from None
-        except (aiohttp.ClientConnectorError, ConnectionError) as exc:
+        except ConnectFailed as exc:
             raise unreachable(self.url, exc) from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
                               kind="timeout", retryable=True) from None
-        except aiohttp.ClientError as exc:
-            raise unreachable(self.url, exc) from None
+        except ClientError as exc:  # the head was cut or is not HTTP
+            log.warning("engine %s answered badly: %s", self.url, exc)
+            raise EngineError(f"The inference engine connection broke: {exc}", 502, "BadGatewayError",
+                              kind="stream", retryable=True) from None
 
     async def generate(self, request: dict[str, Any]) -> dict[str, Any]:
         """Non-streaming generate: the GenerateTokensResponse as a dict."""
@@ -167,27 +172,26 @@ class Engine:
             raise invalid_response()
         return answer
 
-    async def _read_full(self, resp: aiohttp.ClientResponse) -> bytes:
+    async def _read_full(self, resp: Response) -> bytes:
         try:
-            return await resp.read()
-        except asyncio.TimeoutError:
-            resp.close()
+            return await resp.read(self.timeouts.first_token)
+        except TimeoutError:
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
                               kind="timeout", retryable=True) from None
-        except aiohttp.ClientError as exc:
+        except ClientError as exc:
             raise EngineError(f"The inference engine connection broke: {exc}", 502, "BadGatewayError",
                               kind="stream", retryable=True) from None
         finally:
-            resp.release()
+            resp.release()  # closes the connection unless the body was read to its end
 
     async def open_stream(self, request: dict[str, Any]) -> EngineStream:
         """Start a streaming generate; returns once the engine accepted it (status 200)."""
         body = orjson.dumps(request)
-        resp = await self._post("/inference/v1/generate", body, request.get("request_id"), None)
+        resp = await self._post("/inference/v1/generate", body, request.get("request_id"), self.timeouts.first_token)
         if resp.status != 200:
             try:
-                data = await asyncio.wait_for(resp.read(), self.timeouts.connect + 5)
-            except (asyncio.TimeoutError, aiohttp.ClientError):
+                data = await resp.read(self.timeouts.connect + 5)
+            except (TimeoutError, ClientError):
                 data = b""
             finally:
                 resp.release()
@@ -201,22 +205,23 @@ class Engine:
 
     async def abort(self, engine_request_ids: list[str]) -> bool:
         try:
-            async with self.session.post(
-                    self.url + "/inference/v1/abort_requests", data=orjson.dumps({"request_ids": engine_request_ids}),
-                    headers=self.headers, timeout=aiohttp.ClientTimeout(total=ABORT_TIMEOUT)) as resp:
+            async with asyncio.timeout(ABORT_TIMEOUT):
+                resp = await self.http.request(self.origin, "POST", "/inference/v1/abort_requests",
+                                               body=orjson.dumps({"request_ids": engine_request_ids}),
+                                               headers=self.headers)
                 await resp.read()
                 return resp.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc)
+        except (ClientError, TimeoutError, OSError) as exc:
+            log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc or type(exc).__name__)
             return False
 
     async def check_health(self) -> bool:
         try:
-            async with self.session.get(self.url + "/health", headers=self.headers,
-                                        timeout=aiohttp.ClientTimeout(total=self.timeouts.connect + 5)) as resp:
+            async with asyncio.timeout(self.timeouts.connect + 5):
+                resp = await self.http.request(self.origin, "GET", "/health", headers=self.headers)
                 await resp.read()
                 return resp.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (ClientError, TimeoutError, OSError):
             return False
 
 
@@ -228,7 +233,7 @@ class EngineStream:
     engine error event raises `EngineError` (the stream is then closed and the request aborted).
     """
 
-    def __init__(self, engine: Engine, resp: aiohttp.ClientResponse, request_id: str | None) -> None:
+    def __init__(self, engine: Engine, resp: Response, request_id: str | None) -> None:
         self.engine = engine
         self._resp = resp
         self._decoder = SSEDecoder()
@@ -250,13 +255,12 @@ class EngineStream:
                 return None
             timeout = self.engine.timeouts.idle if self.started else self.engine.timeouts.first_token
             try:
-                async with asyncio.timeout(timeout):
-                    data = await self._resp.content.readany()
+                data = await self._resp.readany(timeout)
             except TimeoutError:
                 when = "between tokens." if self.started else "before the first token."
                 raise self._fail(EngineError("The inference engine timed out " + when, 504, "GatewayTimeout",
                                              kind="timeout", started=self.started, retryable=True)) from None
-            except (aiohttp.ClientError, ConnectionError) as exc:
+            except (ClientError, ConnectionError) as exc:
                 log.warning("engine %s stream broke: %s", self.engine.url, exc)
                 raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",
                                              started=self.started, retryable=True)) from None
@@ -311,15 +315,13 @@ class EngineStream:
         return batch
 
     async def _read_to_eof(self) -> None:
-        """After [DONE], read the body's end so the connection goes back to the pool (aiohttp closes
-        a connection released before its payload ended); an engine that dawdles gets it closed."""
-        content = self._resp.content
+        """After [DONE], read the body's end so the connection goes back to the pool (a connection
+        released before its body ended is closed); an engine that dawdles gets it closed."""
+        resp = self._resp
         try:
-            if not content.at_eof():
-                async with asyncio.timeout(1.0):
-                    while await content.readany():
-                        pass
-        except (TimeoutError, aiohttp.ClientError, ConnectionError):
+            while not resp.at_eof():
+                await resp.readany(1.0)
+        except (TimeoutError, ClientError):
             self.finished = False  # close() drops the connection instead of reusing it
 
     def close(self) -> None:

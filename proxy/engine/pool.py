@@ -37,12 +37,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from core.errors import RequestError
 from proxy.engine.circuit import OPEN, UNREACHABLE, Circuit
 from proxy.engine.client import ENGINE_ID_PREFIX, Engine, EngineError, EngineStream, EngineTimeouts
+from proxy.engine.connections import HTTPClient
 
 log = logging.getLogger("derender_proxy.engine")
 
@@ -80,12 +80,12 @@ class _Waiter:
 
 
 class EnginePool:
-    def __init__(self, urls: Sequence[str], session: aiohttp.ClientSession | None = None, *,
+    def __init__(self, urls: Sequence[str], http: HTTPClient | None = None, *,
                  api_key: str | None = None, timeouts: EngineTimeouts = EngineTimeouts(),
                  affinity_tokens: int = 0, metrics: Any = None, max_concurrency: int = 0,
                  queue_timeout: float = 30.0, failure_threshold: int = 5, cooldown: float = 10.0) -> None:
-        self.session = session
-        self.engines = [Engine(url, session, api_key=api_key, timeouts=timeouts,
+        self.http = http
+        self.engines = [Engine(url, http, api_key=api_key, timeouts=timeouts,
                                circuit=Circuit(failure_threshold, cooldown)) for url in urls]
         self.affinity_tokens = affinity_tokens
         self.metrics = metrics
@@ -98,11 +98,11 @@ class EnginePool:
         for engine in self.engines:
             self._publish(engine)
 
-    def attach(self, session: aiohttp.ClientSession) -> None:
-        """Use this session (created on the running loop, at app start-up) for every engine."""
-        self.session = session
+    def attach(self, http: HTTPClient) -> None:
+        """Use this client (created on the running loop, at app start-up) for every engine."""
+        self.http = http
         for engine in self.engines:
-            engine.session = session
+            engine.http = http
 
     @property
     def queue_length(self) -> int:
@@ -467,7 +467,7 @@ POOL: web.AppKey[EnginePool] = web.AppKey("engine_pool", EnginePool)
 
 
 def install(app: web.Application) -> None:
-    """Create the pool now; open the shared session and start health checks at start-up."""
+    """Create the pool now; open the shared engine connections and start health checks at start-up."""
     from proxy.app import STATE
     from proxy.metrics import METRICS
 
@@ -483,16 +483,13 @@ def install(app: web.Application) -> None:
     async def start(app: web.Application) -> None:
         # idle connections are dropped after 4 s, before vLLM's uvicorn closes them (its default
         # keep-alive is 5 s), so a request rarely lands on a connection the engine is closing
-        connector = aiohttp.TCPConnector(limit=config.engine_max_connections, limit_per_host=0,
-                                         ttl_dns_cache=300, keepalive_timeout=4.0)
-        pool.attach(aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                          timeout=aiohttp.ClientTimeout(total=None)))
+        pool.attach(HTTPClient(limit=config.engine_max_connections, keepalive_timeout=4.0))
         pool.start_health_checks(config.health_check_interval)
 
     async def stop(app: web.Application) -> None:
         await pool.close()
-        if pool.session is not None:
-            await pool.session.close()
+        if pool.http is not None:
+            await pool.http.close()
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)

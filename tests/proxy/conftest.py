@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from core.reference_engine import ReplyBook
+from proxy.engine.connections import HTTPClient
 from proxy.reference_engine import create_reference_app
 
 ENGINE_REPLY = "Hello from the engine, with some words to stream."
 
 
 @pytest.fixture
-async def session():
-    async with aiohttp.ClientSession() as s:
-        yield s
+async def engine_http():
+    """The engines' shared HTTP client, as the app makes it at start-up."""
+    client = HTTPClient()
+    yield client
+    await client.close()
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ async def drain(stream) -> list[dict]:
     return events
 
 
-async def test_stream_and_full_agree(start_engine, session):
+async def test_stream_and_full_agree(start_engine, engine_http):
     server = await start_engine()
-    engine = Engine(url(server), session)
+    engine = Engine(url(server), engine_http)
     full = await engine.generate(gen_request("a", stream=False))
     stream = await engine.open_stream(gen_request("b"))
     events = await drain(stream)
@@ -35,9 +35,9 @@ async def test_stream_and_full_agree(start_engine, session):
     assert server.app[REFERENCE].aborted == []  # a finished stream is not aborted
 
 
-async def test_abort_closes_stream_and_posts_abort(start_engine, session):
+async def test_abort_closes_stream_and_posts_abort(start_engine, engine_http):
     server = await start_engine(token_delay_ms=20)
-    engine = Engine(url(server), session)
+    engine = Engine(url(server), engine_http)
     stream = await engine.open_stream(gen_request("ab"))
     assert (await stream.next())["choices"][0]["token_ids"]
     t0 = time.monotonic()
@@ -53,42 +53,42 @@ async def test_abort_closes_stream_and_posts_abort(start_engine, session):
     assert await stream.next() is None
 
 
-async def test_engine_4xx_passes_status_and_message(start_engine, session):
+async def test_engine_4xx_passes_status_and_message(start_engine, engine_http):
     server = await start_engine()
-    engine = Engine(url(server), session)
+    engine = Engine(url(server), engine_http)
     with pytest.raises(EngineError) as err:
         await engine.open_stream({**gen_request("x"), "sampling_params": {"stop": ["a"]}})
     assert err.value.status == 400 and not err.value.retryable
     assert "stop strings are not supported" in err.value.message
 
 
-async def test_engine_5xx_is_retryable_bad_gateway(start_engine, session):
+async def test_engine_5xx_is_retryable_bad_gateway(start_engine, engine_http):
     server = await start_engine(faults=Faults(fail_status=500))
-    engine = Engine(url(server), session)
+    engine = Engine(url(server), engine_http)
     with pytest.raises(EngineError) as err:
         await engine.generate(gen_request("x", stream=False))
     assert err.value.status == 502 and err.value.retryable and err.value.kind == "status"
 
 
-async def test_connection_refused(session):
-    engine = Engine(f"http://127.0.0.1:{free_port()}", session)
+async def test_connection_refused(engine_http):
+    engine = Engine(f"http://127.0.0.1:{free_port()}", engine_http)
     with pytest.raises(EngineError) as err:
         await engine.open_stream(gen_request("x"))
     assert (err.value.status, err.value.kind, err.value.retryable) == (503, "connect", True)
 
 
-async def test_dropped_stream_raises_after_start(start_engine, session):
+async def test_dropped_stream_raises_after_start(start_engine, engine_http):
     server = await start_engine(faults=Faults(drop_after=2))
-    engine = Engine(url(server), session)
+    engine = Engine(url(server), engine_http)
     stream = await engine.open_stream(gen_request("d"))
     with pytest.raises(EngineError) as err:
         await drain(stream)
     assert err.value.started and err.value.kind == "stream" and not err.value.retryable
 
 
-async def test_idle_timeout_aborts(start_engine, session):
+async def test_idle_timeout_aborts(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=1))
-    engine = Engine(url(server), session, timeouts=EngineTimeouts(idle=0.2))
+    engine = Engine(url(server), engine_http, timeouts=EngineTimeouts(idle=0.2))
     stream = await engine.open_stream(gen_request("idle"))
     with pytest.raises(EngineError) as err:
         await drain(stream)
@@ -100,30 +100,30 @@ async def test_idle_timeout_aborts(start_engine, session):
     assert server.app[REFERENCE].aborted[0]["request_id"] == "generate-tokens-idle"
 
 
-async def test_first_token_timeout_is_retryable(start_engine, session):
+async def test_first_token_timeout_is_retryable(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=0))
-    engine = Engine(url(server), session, timeouts=EngineTimeouts(first_token=0.2))
+    engine = Engine(url(server), engine_http, timeouts=EngineTimeouts(first_token=0.2))
     stream = await engine.open_stream(gen_request("ft"))
     with pytest.raises(EngineError) as err:
         await stream.next()
     assert err.value.kind == "timeout" and err.value.retryable and not err.value.started
 
 
-async def test_api_key_is_sent(start_engine, session):
+async def test_api_key_is_sent(start_engine, engine_http):
     server = await start_engine(api_key="secret")
     with pytest.raises(EngineError) as err:
-        await Engine(url(server), session).generate(gen_request("k", stream=False))
+        await Engine(url(server), engine_http).generate(gen_request("k", stream=False))
     assert err.value.status == 401
-    ok = await Engine(url(server), session, api_key="secret").generate(gen_request("k", stream=False))
+    ok = await Engine(url(server), engine_http, api_key="secret").generate(gen_request("k", stream=False))
     assert ok["request_id"] == "generate-tokens-k"
 
 
 # -- the pool ------------------------------------------------------------------------------------
 
-async def test_pool_retries_once_on_another_engine_and_marks_down(start_engine, session):
+async def test_pool_retries_once_on_another_engine_and_marks_down(start_engine, engine_http):
     server = await start_engine()
     dead = f"http://127.0.0.1:{free_port()}"
-    pool = EnginePool([dead, url(server)], session)
+    pool = EnginePool([dead, url(server)], engine_http)
     # least outstanding with ties to the first listed: the dead engine is tried first
     stream, first = await pool.open_stream(gen_request("r"))
     assert first["request_id"] == "generate-tokens-r"
@@ -136,31 +136,31 @@ async def test_pool_retries_once_on_another_engine_and_marks_down(start_engine, 
     assert engine.url == url(server)
 
 
-async def test_pool_non_retryable_error_is_not_retried(start_engine, session):
+async def test_pool_non_retryable_error_is_not_retried(start_engine, engine_http):
     a = await start_engine(faults=Faults(fail_status=400))
     b = await start_engine()
-    pool = EnginePool([url(a), url(b)], session)
+    pool = EnginePool([url(a), url(b)], engine_http)
     with pytest.raises(EngineError) as err:
         await pool.open_stream(gen_request("n"))
     assert err.value.status == 400
     assert b.app[REFERENCE].generate_calls == 0
 
 
-async def test_pool_fails_after_two_engines_fail(start_engine, session):
+async def test_pool_fails_after_two_engines_fail(start_engine, engine_http):
     a = await start_engine(faults=Faults(fail_status=503))
     b = await start_engine(faults=Faults(fail_status=503))
     c = await start_engine()
-    pool = EnginePool([url(a), url(b), url(c)], session)
+    pool = EnginePool([url(a), url(b), url(c)], engine_http)
     with pytest.raises(EngineError) as err:
         await pool.generate(gen_request("f", stream=False))
     assert err.value.status == 503  # retried once, not twice
     assert c.app[REFERENCE].generate_calls == 0
 
 
-async def test_pool_least_outstanding(start_engine, session):
+async def test_pool_least_outstanding(start_engine, engine_http):
     a = await start_engine(token_delay_ms=5)
     b = await start_engine(token_delay_ms=5)
-    pool = EnginePool([url(a), url(b)], session)
+    pool = EnginePool([url(a), url(b)], engine_http)
     s1, _ = await pool.open_stream(gen_request("1"))
     s2, _ = await pool.open_stream(gen_request("2"))
     assert {s1.engine.url, s2.engine.url} == {url(a), url(b)}
@@ -171,9 +171,9 @@ async def test_pool_least_outstanding(start_engine, session):
     assert [e.outstanding for e in pool.engines] == [0, 0]
 
 
-async def test_pool_health_checks_bring_engines_back(start_engine, session):
+async def test_pool_health_checks_bring_engines_back(start_engine, engine_http):
     server = await start_engine()
-    pool = EnginePool([url(server)], session)
+    pool = EnginePool([url(server)], engine_http)
     pool.mark_down(pool.engines[0], "test")
     pool.start_health_checks(0.05)
     try:
@@ -184,14 +184,14 @@ async def test_pool_health_checks_bring_engines_back(start_engine, session):
         assert pool.engines[0].healthy
     finally:
         await pool.close()
-    dead = EnginePool([f"http://127.0.0.1:{free_port()}"], session)
+    dead = EnginePool([f"http://127.0.0.1:{free_port()}"], engine_http)
     await dead.check_all()
     assert dead.engines[0].healthy is False
 
 
-async def test_pool_prefix_affinity(start_engine, session):
+async def test_pool_prefix_affinity(start_engine, engine_http):
     servers = [await start_engine() for _ in range(3)]
-    pool = EnginePool([url(s) for s in servers], session, affinity_tokens=4)
+    pool = EnginePool([url(s) for s in servers], engine_http, affinity_tokens=4)
     prompts = [[i, i + 1, i + 2, i + 3, 99] for i in range(40)]
     picks = {tuple(p): pool.choose(p) for p in prompts}
     assert len({e.url for e in picks.values()}) == 3  # prefixes spread over the engines
@@ -222,16 +222,16 @@ async def hangup_server():
     await server.wait_closed()
 
 
-async def test_dropped_connection_is_retried_without_marking_down(start_engine, session, hangup_server):
+async def test_dropped_connection_is_retried_without_marking_down(start_engine, engine_http, hangup_server):
     url_, hits = hangup_server
-    lone = EnginePool([url_], session)
+    lone = EnginePool([url_], engine_http)
     with pytest.raises(EngineError) as err:
         await lone.generate(gen_request("h", stream=False))
     assert err.value.kind == "disconnect" and err.value.status == 502
     assert len(hits) == 2  # a lone engine gets the one retry itself
     assert lone.engines[0].healthy  # a hang-up is not "down"
     good = await start_engine()
-    pool = EnginePool([url_, url(good)], session)
+    pool = EnginePool([url_, url(good)], engine_http)
     stream, first = await pool.open_stream(gen_request("h2"))
     assert first["request_id"] == "generate-tokens-h2" and stream.engine.url == url(good)
     assert pool.engines[0].healthy

@@ -48,9 +48,9 @@ async def until(condition, timeout: float = 5.0) -> None:
 
 # -- concurrency limit and queue ----------------------------------------------------------------
 
-async def test_requests_beyond_the_limit_wait_in_order_then_proceed(start_engine, session):
+async def test_requests_beyond_the_limit_wait_in_order_then_proceed(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=2))
-    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=10)
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10)
     a, _ = await pool.open_stream(gen_request("a"))
     b_task = asyncio.create_task(pool.open_stream(gen_request("b")))
     c_task = asyncio.create_task(pool.generate(gen_request("c", stream=False)))
@@ -71,10 +71,10 @@ async def test_requests_beyond_the_limit_wait_in_order_then_proceed(start_engine
     assert pool.engines[0].outstanding == 0 and pool.queue_length == 0
 
 
-async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(start_engine, session):
+async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(start_engine, engine_http):
     one = await start_engine(faults=Faults(stall_after=1))
     two = await start_engine(faults=Faults(stall_after=1))
-    pool = EnginePool([url(one), url(two)], session, max_concurrency=1, queue_timeout=10)
+    pool = EnginePool([url(one), url(two)], engine_http, max_concurrency=1, queue_timeout=10)
     s1, _ = await pool.open_stream(gen_request("1"))
     s2, _ = await pool.open_stream(gen_request("2"))
     assert {s1.engine.url, s2.engine.url} == {url(one), url(two)}  # one each: both full now
@@ -90,9 +90,9 @@ async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(star
     assert [e.outstanding for e in pool.engines] == [0, 0]
 
 
-async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_full(start_engine, session):
+async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_full(start_engine, engine_http):
     servers = [await start_engine(faults=Faults(stall_after=1)) for _ in range(3)]
-    pool = EnginePool([url(s) for s in servers], session, affinity_tokens=3, max_concurrency=1, queue_timeout=10)
+    pool = EnginePool([url(s) for s in servers], engine_http, affinity_tokens=3, max_concurrency=1, queue_timeout=10)
     prompt = [7, 8, 9]
     home = pool.choose(prompt)
     order = []  # the prefix's engines in preference order, as each fills up
@@ -110,11 +110,11 @@ async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_ful
     assert pool.choose(prompt + [99]) is home  # with room again, the prefix goes home
 
 
-async def test_siblings_of_one_request_are_admitted_together(start_engine, session):
+async def test_siblings_of_one_request_are_admitted_together(start_engine, engine_http):
     """The prompts of one multi-prompt completion are opened together and held until all have
     started: queued one by one they would hold slots while waiting for each other."""
     server = await start_engine(faults=Faults(stall_after=1))
-    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.3)
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=0.3)
     # without a group: the first prompt's stream holds the only slot, the others cannot start
     results = await asyncio.gather(*(pool.open_stream(gen_request(f"alone{i}")) for i in range(3)),
                                    return_exceptions=True)
@@ -142,9 +142,9 @@ async def test_siblings_of_one_request_are_admitted_together(start_engine, sessi
     assert pool.engines[0].outstanding == 0 and not pool._groups
 
 
-async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(start_engine, session):
+async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=1))
-    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=0.2)
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=0.2)
     a, _ = await pool.open_stream(gen_request("a"))
     with pytest.raises(EngineError) as err:
         await pool.generate(gen_request("late", stream=False))
@@ -162,9 +162,9 @@ async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(st
     assert pool.engines[0].circuit.state == "closed"  # shedding is not the engine's failure
 
 
-async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_engine, session):
+async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=1))
-    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=10)
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10)
     a, _ = await pool.open_stream(gen_request("a"))
     gone = asyncio.create_task(pool.open_stream(gen_request("gone")))
     await until(lambda: pool.queue_length == 1)
@@ -183,14 +183,14 @@ async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_e
     assert pool.engines[0].outstanding == 0
 
 
-async def test_many_requests_with_cancellations_keep_the_books_straight(start_engine, session):
+async def test_many_requests_with_cancellations_keep_the_books_straight(start_engine, engine_http):
     """50 concurrent requests on two engines limited to 3 each, a third of them cancelled at
     random points (queued, just granted, streaming): every other one completes, no engine ever
     has more than 3, and no slot or queue entry is left behind."""
     import random
 
     servers = [await start_engine(token_delay_ms=2) for _ in range(2)]
-    pool = EnginePool([url(s) for s in servers], session, max_concurrency=3, queue_timeout=30)
+    pool = EnginePool([url(s) for s in servers], engine_http, max_concurrency=3, queue_timeout=30)
     peak = [0]
     sampling = True
 
@@ -228,10 +228,10 @@ async def test_many_requests_with_cancellations_keep_the_books_straight(start_en
 
 # -- circuit breaker ------------------------------------------------------------------------------
 
-async def test_consecutive_5xx_open_the_circuit_and_a_probe_closes_it(start_engine, session):
+async def test_consecutive_5xx_open_the_circuit_and_a_probe_closes_it(start_engine, engine_http):
     bad = await start_engine(faults=Faults(fail_status=500))
     good = await start_engine()
-    pool = EnginePool([url(bad), url(good)], session, failure_threshold=2, cooldown=0.3)
+    pool = EnginePool([url(bad), url(good)], engine_http, failure_threshold=2, cooldown=0.3)
     first = pool.engines[0]
     for i in range(2):  # ties go to the first listed: it fails, the retry lands on the good one
         engine, _ = await pool.generate(gen_request(f"r{i}", stream=False))
@@ -260,10 +260,10 @@ async def test_consecutive_5xx_open_the_circuit_and_a_probe_closes_it(start_engi
     assert engine is first
 
 
-async def test_client_errors_never_open_the_circuit(start_engine, session):
+async def test_client_errors_never_open_the_circuit(start_engine, engine_http):
     server = await start_engine(faults=Faults(fail_status=400))
     other = await start_engine()
-    pool = EnginePool([url(server), url(other)], session, failure_threshold=2, cooldown=30)
+    pool = EnginePool([url(server), url(other)], engine_http, failure_threshold=2, cooldown=30)
     for i in range(4):
         with pytest.raises(EngineError) as err:
             await pool.generate(gen_request(f"bad{i}", stream=False))
@@ -272,9 +272,9 @@ async def test_client_errors_never_open_the_circuit(start_engine, session):
     assert pool.engines[0].circuit.state == "closed" and pool.engines[0].circuit.failures == 0
 
 
-async def test_broken_streams_count_and_our_own_aborts_do_not(start_engine, session):
+async def test_broken_streams_count_and_our_own_aborts_do_not(start_engine, engine_http):
     server = await start_engine(faults=Faults(drop_after=2))
-    pool = EnginePool([url(server)], session, failure_threshold=2, cooldown=30)
+    pool = EnginePool([url(server)], engine_http, failure_threshold=2, cooldown=30)
     circuit = pool.engines[0].circuit
     for i in range(3):  # closed by us (client gone, stop string): no outcome
         stream, _ = await pool.open_stream(gen_request(f"mine{i}"))
@@ -291,11 +291,11 @@ async def test_broken_streams_count_and_our_own_aborts_do_not(start_engine, sess
     assert pool.engines[0].outstanding == 0
 
 
-async def test_first_token_timeouts_count(start_engine, session):
+async def test_first_token_timeouts_count(start_engine, engine_http):
     from proxy.engine.client import EngineTimeouts
 
     server = await start_engine(faults=Faults(stall_after=0))  # accepts, never sends a token
-    pool = EnginePool([url(server)], session, timeouts=EngineTimeouts(first_token=0.1), failure_threshold=2,
+    pool = EnginePool([url(server)], engine_http, timeouts=EngineTimeouts(first_token=0.1), failure_threshold=2,
                       cooldown=30)
     for i in range(2):
         with pytest.raises(EngineError) as err:
@@ -305,9 +305,9 @@ async def test_first_token_timeouts_count(start_engine, session):
     assert state(server).generate_calls == 2
 
 
-async def test_a_success_resets_the_consecutive_count(start_engine, session):
+async def test_a_success_resets_the_consecutive_count(start_engine, engine_http):
     server = await start_engine()
-    pool = EnginePool([url(server)], session, failure_threshold=2, cooldown=30)
+    pool = EnginePool([url(server)], engine_http, failure_threshold=2, cooldown=30)
     for i in range(3):
         state(server).faults = Faults(fail_status=503)
         with pytest.raises(EngineError):
@@ -317,9 +317,9 @@ async def test_a_success_resets_the_consecutive_count(start_engine, session):
     assert pool.engines[0].circuit.state == "closed"
 
 
-async def test_every_engine_open_fails_fast_without_calling_one(start_engine, session):
+async def test_every_engine_open_fails_fast_without_calling_one(start_engine, engine_http):
     server = await start_engine(faults=Faults(fail_status=500))
-    pool = EnginePool([url(server)], session, failure_threshold=1, cooldown=30)
+    pool = EnginePool([url(server)], engine_http, failure_threshold=1, cooldown=30)
     with pytest.raises(EngineError) as err:
         await pool.generate(gen_request("x", stream=False))
     assert err.value.status == 502  # the engine's own failure
@@ -331,9 +331,9 @@ async def test_every_engine_open_fails_fast_without_calling_one(start_engine, se
     assert state(server).generate_calls == 1
 
 
-async def test_queued_requests_fail_fast_when_every_engine_opens(start_engine, session):
+async def test_queued_requests_fail_fast_when_every_engine_opens(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=1))
-    pool = EnginePool([url(server)], session, max_concurrency=1, queue_timeout=30, cooldown=30)
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=30, cooldown=30)
     a, _ = await pool.open_stream(gen_request("a"))
     waiting = asyncio.create_task(pool.generate(gen_request("w", stream=False)))
     await until(lambda: pool.queue_length == 1)
@@ -345,9 +345,9 @@ async def test_queued_requests_fail_fast_when_every_engine_opens(start_engine, s
     assert seen_ids(server) == ["a"]
 
 
-async def test_half_open_lets_one_probe_through(start_engine, session):
+async def test_half_open_lets_one_probe_through(start_engine, engine_http):
     server = await start_engine(faults=Faults(fail_status=500))
-    pool = EnginePool([url(server)], session, failure_threshold=1, cooldown=0.2)
+    pool = EnginePool([url(server)], engine_http, failure_threshold=1, cooldown=0.2)
     engine = pool.engines[0]
     with pytest.raises(EngineError):
         await pool.generate(gen_request("x", stream=False))
@@ -368,9 +368,9 @@ async def test_half_open_lets_one_probe_through(start_engine, session):
     assert seen_ids(server) == ["x", "probe", "second"] and engine.outstanding == 0
 
 
-async def test_unreachable_engine_is_back_on_a_good_health_poll(start_engine, session):
+async def test_unreachable_engine_is_back_on_a_good_health_poll(start_engine, engine_http):
     server = await start_engine()
-    pool = EnginePool([url(server)], session, cooldown=30)
+    pool = EnginePool([url(server)], engine_http, cooldown=30)
     pool.mark_down(pool.engines[0], "connection refused")
     with pytest.raises(EngineError) as err:
         await pool.generate(gen_request("x", stream=False))

@@ -207,7 +207,9 @@ async def test_sigterm_aborts_streams_that_outlast_the_shutdown_timeout(tmp_path
         assert error["error"]["code"] == 503 and "shutting down" in error["error"]["message"]
         assert proxy.wait(15) == 0
         aborted = engine_aborts(engine)
-        assert len(aborted) == 1  # the engine request was aborted, not left generating
+        # the engine request was aborted, not left generating (the dropped connection and the
+        # abort post may both reach the engine before the proxy exits)
+        assert len({a["request_id"] for a in aborted}) == 1
     finally:
         proxy.stop()
         engine.stop()
