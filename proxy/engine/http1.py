@@ -74,9 +74,9 @@ class ResponseParser:
         while data:
             if state == CHUNK_SIZE:
                 end = data.find(b"\r\n")
+                if end > MAX_CHUNK_LINE_BYTES or (end < 0 and len(data) > MAX_CHUNK_LINE_BYTES + 1):
+                    raise ProtocolError("chunk size line too long")  # (+1: its CR may be in already)
                 if end < 0:
-                    if len(data) > MAX_CHUNK_LINE_BYTES:
-                        raise ProtocolError("chunk size line too long")
                     self._buf = data
                     break
                 size = _chunk_size(data[:end])
@@ -120,13 +120,11 @@ class ResponseParser:
                 data = b""
             elif state == HEAD:
                 end = data.find(b"\r\n\r\n")
+                if end > MAX_HEAD_BYTES or (end < 0 and len(data) > MAX_HEAD_BYTES + 3):
+                    raise ProtocolError("response head too long")  # (+3: part of its blank line may be in)
                 if end < 0:
-                    if len(data) > MAX_HEAD_BYTES:
-                        raise ProtocolError("response head too long")
                     self._buf = data
                     break
-                if end > MAX_HEAD_BYTES:
-                    raise ProtocolError("response head too long")
                 head, data = data[:end], data[end + 4:]
                 state = self._parse_head(head)
             elif state == TRAILERS:
@@ -134,9 +132,9 @@ class ResponseParser:
                     data, state = data[2:], DONE
                     continue
                 end = data.find(b"\r\n\r\n")
+                if end > MAX_HEAD_BYTES or (end < 0 and len(data) > MAX_HEAD_BYTES + 3):
+                    raise ProtocolError("trailers too long")
                 if end < 0:
-                    if len(data) > MAX_HEAD_BYTES:
-                        raise ProtocolError("trailers too long")
                     self._buf = data
                     break
                 data, state = data[end + 4:], DONE
@@ -158,7 +156,8 @@ class ResponseParser:
         lines = head.split(b"\r\n")
         status_line = lines[0]
         parts = status_line.split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+        if len(parts) < 2 or parts[0] not in (b"HTTP/1.1", b"HTTP/1.0") or len(parts[1]) != 3 \
+                or not parts[1].isdigit() or parts[1] < b"100":
             raise ProtocolError(f"not an HTTP/1.x status line: {status_line[:100]!r}")
         status = int(parts[1])
         headers: dict[str, str] = {}
@@ -173,21 +172,25 @@ class ResponseParser:
             return HEAD
         self.status, self.headers = status, headers
         self.reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
-        connection = headers.get("connection", "").lower()
-        self.keep_alive = (status_line.startswith(b"HTTP/1.1") and "close" not in connection) or \
-            "keep-alive" in connection
+        connection = _tokens(headers.get("connection"))
+        self.keep_alive = (parts[0] == b"HTTP/1.1" and "close" not in connection) or "keep-alive" in connection
         if self._no_body or status in (204, 304):
             return DONE
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if "chunked" in _tokens(headers.get("transfer-encoding")):
             return CHUNK_SIZE
         length = headers.get("content-length")
         if length is None:
             self.keep_alive = False  # the body ends with the connection
             return UNTIL_CLOSE
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):  # "²".isdigit() is True
             raise ProtocolError(f"invalid Content-Length: {length[:50]!r}")
         self._left = int(length)
         return LENGTH if self._left else DONE
+
+
+def _tokens(value: str | None) -> list[str]:
+    """A comma-separated header's tokens, lower-cased ("keep-alive, Upgrade" -> ["keep-alive", "upgrade"])."""
+    return [t.strip().lower() for t in value.split(",")] if value else []
 
 
 def _chunk_size(line: bytes) -> int:

@@ -13,9 +13,9 @@ socket read returned, however TCP cut them.
 - Concrete cases: interim answers, bodyless statuses, HEAD, keep-alive rules, body until close,
   header folding and case, truncation, data after the end, invalid chunk sizes / status lines /
   header lines / Content-Length, the size limits, and a vLLM-style SSE stream.
-- Bugs found (strict xfail, so they show up as XPASS once fixed): a Content-Length of a Latin-1
-  digit such as "²" raises a bare ValueError; the head and chunk-line limits depend on where TCP
-  cut the bytes.
+- Regressions of bugs these tests found: a Content-Length of a Latin-1 digit such as "²" raised a
+  bare ValueError; the head, trailer and chunk-line limits depended on where TCP cut the bytes;
+  header tokens were matched as substrings ("notchunked" read as chunked).
 """
 
 from __future__ import annotations
@@ -231,11 +231,8 @@ def test_random_bytes_only_raise_protocol_error(prefix, garbage, cuts, no_body):
     feed_garbage(prefix + garbage, cuts, no_body)
 
 
-# Latin-1 digits (\xb2 \xb3 \xb9) are left out: one in a Content-Length hits the bug pinned by
-# test_content_length_of_a_latin1_digit_raises_protocol_error; put them back once it is fixed.
-LATIN1_DIGITS = {0xB2, 0xB3, 0xB9}
-mutation_bytes = st.one_of(st.sampled_from(list(b"\r\n :;0aF\x00")),
-                           st.integers(0, 255).filter(lambda b: b not in LATIN1_DIGITS))
+# Latin-1 digits (\xb2 \xb3 \xb9) are drawn often: "²".isdigit() is True, int("²") is not
+mutation_bytes = st.one_of(st.sampled_from(list(b"\r\n :;0aF\x00\xb2\xb3\xb9")), st.integers(0, 255))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -523,18 +520,13 @@ def test_vllm_streamed_answer_any_split(cuts):
     assert parser.complete and body == b"".join(VLLM_EVENTS)
 
 
-# -- bugs (strict xfail: they turn into XPASS, i.e. a failure, once http1.py is fixed) ----------
+# -- regressions ----------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="BUG: str.isdigit() accepts Latin-1 digits like '\xb2' (superscript "
-                                       "two), then int() raises a bare ValueError instead of ProtocolError")
 def test_content_length_of_a_latin1_digit_raises_protocol_error():
     with pytest.raises(ProtocolError):
         parse(b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a head of exactly MAX_HEAD_BYTES is accepted in one read but "
-                                       "rejected when a read ends inside its final CRLFCRLF (the incomplete "
-                                       "buffer counts up to 3 terminator bytes against the limit)")
 def test_head_limit_does_not_depend_on_where_the_read_ends():
     status = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Long: "
     head = status + b"a" * (MAX_HEAD_BYTES - len(status))
@@ -545,9 +537,42 @@ def test_head_limit_does_not_depend_on_where_the_read_ends():
     assert split.complete
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the chunk-size line limit is only checked while the line is "
-                                       "incomplete, so an over-long line that arrives in one read is accepted")
 def test_chunk_size_line_over_the_limit_raises_in_one_read_too():
     line = b"5;ext=" + b"x" * MAX_CHUNK_LINE_BYTES
     with pytest.raises(ProtocolError):
         parse(CHUNKED_HEAD + line + b"\r\nhello\r\n0\r\n\r\n")
+
+
+def test_chunk_size_line_at_the_limit_is_accepted_with_its_cr_in_one_read_and_lf_in_the_next():
+    line = b"5;" + b"x" * (MAX_CHUNK_LINE_BYTES - 2)
+    assert len(line) == MAX_CHUNK_LINE_BYTES
+    parser, body = parse(CHUNKED_HEAD + line + b"\r", b"\nhello\r\n0\r\n\r\n")
+    assert parser.complete and body == b"hello"
+
+
+def test_trailers_over_the_limit_raise_in_one_read_too():
+    trailer = b"X-Trailer: " + b"t" * MAX_HEAD_BYTES + b"\r\n\r\n"
+    with pytest.raises(ProtocolError):
+        parse(CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n" + trailer)
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: notchunked\r\nContent-Length: 5\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n",
+])
+def test_transfer_encoding_is_read_as_tokens_not_substrings(head):
+    parser, body = parse(head + b"hello")
+    assert parser.complete and body == b"hello"
+
+
+@pytest.mark.parametrize("connection, keep_alive", [("xclose", True), ("close, upgrade", False),
+                                                    ("Upgrade, Keep-Alive", True)])
+def test_connection_header_is_read_as_tokens(connection, keep_alive):
+    parser, _ = parse(b"HTTP/1.1 200 OK\r\nConnection: " + connection.encode() + b"\r\nContent-Length: 0\r\n\r\n")
+    assert parser.keep_alive is keep_alive
+
+
+@pytest.mark.parametrize("status_line", [b"HTTP/1.9 200 OK", b"HTTP/1.1 000 Zero", b"HTTP/1.1 099 Low"])
+def test_unknown_versions_and_statuses_below_100_raise(status_line):
+    with pytest.raises(ProtocolError):
+        parse(status_line + b"\r\nContent-Length: 0\r\n\r\n")
