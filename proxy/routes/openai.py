@@ -450,13 +450,21 @@ async def _chat_full(run: EngineRun, req: ChatCompletionRequest, gen: dict[str, 
 
 async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletionRequest, gen: dict[str, Any],
                        choices: list[ChatChoiceStream], created: int, model: ModelInfo) -> web.StreamResponse:
-    stream, first = await run.open(engine_body(gen, stream=True), gen["token_ids"])
     options = req.stream_options
     include_usage = bool(options and options.include_usage)
     continuous = include_usage and bool(options and options.continuous_usage_stats)
     rid, name = gen["request_id"], model.name
     prompt_tokens = len(gen["token_ids"])
+    # the first events are made before the engine is called, not on the way to the first token
+    role = _chat_role(req)
+    usage0 = chat_continuous_usage(prompt_tokens, 0) if continuous else None
+    prompt_ids = gen["token_ids"] if req.return_token_ids else None
+    head = [_sse(chat_role_chunk(rid, created, name, c.index, role, prompt_ids, usage0)) for c in choices]
+    echo = _chat_echo_prefix(req, role)
+    if echo:  # vLLM's echo chunk sets no kv_transfer_params
+        head += [_sse(chat_echo_chunk(rid, created, name, c.index, echo, usage0)) for c in choices]
     resp = SSEResponse(headers=SSE_HEADERS)
+    stream, first = await run.open(engine_body(gen, stream=True), gen["token_ids"])
     try:
         await resp.prepare(request)
     except BaseException as exc:
@@ -470,13 +478,6 @@ async def _chat_stream(request: web.Request, run: EngineRun, req: ChatCompletion
 
     try:
         with lifecycle.track(request, on_abort) as tracked:
-            role = _chat_role(req)
-            usage0 = chat_continuous_usage(prompt_tokens, 0) if continuous else None
-            prompt_ids = gen["token_ids"] if req.return_token_ids else None
-            head = [_sse(chat_role_chunk(rid, created, name, c.index, role, prompt_ids, usage0)) for c in choices]
-            echo = _chat_echo_prefix(req, role)
-            if echo:  # vLLM's echo chunk sets no kv_transfer_params
-                head += [_sse(chat_echo_chunk(rid, created, name, c.index, echo, usage0)) for c in choices]
             error: bytes | None = None
             try:
                 async for batch in _batches(stream, first, run.metrics):
@@ -689,13 +690,13 @@ async def _echo_only_stream(request: web.Request, run: EngineRun, req: Completio
 async def _completion_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
                              gens: list[dict[str, Any]], groups: list[list[CompletionChoiceStream]], created: int,
                              model: ModelInfo, rid: str) -> web.StreamResponse:
-    sources = await _all_or_none(run, [_open_completion_stream(run, g, grp) for g, grp in zip(gens, groups)])
     options = req.stream_options
     include_usage = bool(options and options.include_usage)
     continuous = include_usage and bool(options and options.continuous_usage_stats)
     name = model.name
     prompt_lens = [len(g["token_ids"]) for g in gens]
     resp = SSEResponse(headers=SSE_HEADERS)
+    sources = await _all_or_none(run, [_open_completion_stream(run, g, grp) for g, grp in zip(gens, groups)])
     try:
         await resp.prepare(request)
     except BaseException as exc:
