@@ -68,6 +68,8 @@ def has_unassigned(text: str) -> bool:
     exhaustively); text holding any of them takes the Rust path. Checking the distinct characters
     costs well under a millisecond even for a 32k-token prompt.
     """
+    if text.isascii():  # every ASCII code point is assigned; most prompts are ASCII (a C-speed check)
+        return False
     category = unicodedata.category
     return any(category(c) == "Cn" for c in set(text))
 
