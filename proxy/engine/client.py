@@ -108,7 +108,10 @@ class Engine:
     def __init__(self, url: str, http: HTTPClient | None, *, api_key: str | None = None,
                  timeouts: EngineTimeouts = EngineTimeouts(), circuit: Circuit | None = None) -> None:
         self.url = url.rstrip("/")
-        self.origin = Origin(self.url)
+        try:
+            self.origin = Origin(self.url)
+        except ValueError:
+            raise ValueError(f"--engine-url {url!r}: expected http://HOST:PORT or https://HOST:PORT") from None
         self.http: HTTPClient = http  # type: ignore[assignment]  # attached at start-up
         self.timeouts = timeouts
         # header lines sent with every request, encoded once

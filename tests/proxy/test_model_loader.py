@@ -90,6 +90,7 @@ def test_directory_without_tokenizer_is_a_clear_error(tmp_path):
     (["/nonexistent-model-dir"], "never downloads models"),
     (["--tool-call-parser", "nope"], "unknown tool-call parser 'nope'"),
     (["--reasoning-parser", "nope", "--port", "0"], "unknown reasoning parser 'nope'"),
+    (["--engine-url", "localhost:8000", "--port", "0"], "--engine-url 'localhost:8000': expected http://"),
 ])
 def test_serve_start_up_errors_are_one_line_and_exit_2(argv, expected):
     import subprocess
