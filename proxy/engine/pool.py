@@ -77,6 +77,7 @@ class _Waiter:
     exclude: Sequence[Engine]
     group: Hashable | None
     future: asyncio.Future = field(repr=False)
+    prefer: Engine | None = None
 
 
 class EnginePool:
@@ -114,12 +115,15 @@ class EnginePool:
         return self.max_concurrency <= 0 or engine.outstanding < self.max_concurrency
 
     def choose(self, prompt_ids: Sequence[int] | None = None, exclude: Sequence[Engine] = (), *,
-               ignore_limit: bool = False) -> Engine | None:
-        """The engine a request would go to now, or None (every candidate open, probing or full)."""
+               ignore_limit: bool = False, prefer: Engine | None = None) -> Engine | None:
+        """The engine a request would go to now, or None (every candidate open, probing or full).
+        `prefer` wins whenever it is a candidate (the engine whose prefix cache holds the prompt)."""
         candidates = [e for e in self.engines
                       if e not in exclude and e.circuit.allows() and (ignore_limit or self._has_slot(e))]
         if not candidates:
             return None
+        if prefer is not None and prefer in candidates:
+            return prefer
         if self.affinity_tokens > 0 and prompt_ids and len(self.engines) > 1:
             key = array("q", prompt_ids[:self.affinity_tokens]).tobytes()
             return max(candidates, key=lambda e: zlib.crc32(e.url.encode(), zlib.crc32(key)))
@@ -149,7 +153,7 @@ class EnginePool:
     def _admit_siblings(self, group: Hashable) -> None:
         """A group just got its first slot: its queued siblings come in too (see `open_stream`)."""
         for waiter in [w for w in self._waiters if w.group == group and not w.future.done()]:
-            engine = self.choose(waiter.prompt_ids, waiter.exclude, ignore_limit=True)
+            engine = self.choose(waiter.prompt_ids, waiter.exclude, ignore_limit=True, prefer=waiter.prefer)
             if engine is not None:
                 self._waiters.remove(waiter)
                 waiter.future.set_result(self._take(engine, group))
@@ -186,14 +190,14 @@ class EnginePool:
             self._dispatch()
 
     async def _acquire(self, prompt_ids: Sequence[int] | None, exclude: Sequence[Engine],
-                       group: Hashable | None, retry: bool = False) -> _Slot:
+                       group: Hashable | None, retry: bool = False, prefer: Engine | None = None) -> _Slot:
         """A slot on an engine: now, or after queueing."""
         if group is not None and group in self._groups:  # a sibling is in: no waiting (see open_stream)
-            engine = self.choose(prompt_ids, exclude, ignore_limit=True)
+            engine = self.choose(prompt_ids, exclude, ignore_limit=True, prefer=prefer)
             if engine is not None:
                 return self._take(engine, group)
         if not self._waiters:  # nobody ahead: no need to queue
-            engine = self.choose(prompt_ids, exclude)
+            engine = self.choose(prompt_ids, exclude, prefer=prefer)
             if engine is not None:
                 return self._take(engine, group)
         if not self._usable(exclude):
@@ -201,7 +205,7 @@ class EnginePool:
         if self.queue_timeout <= 0:
             raise self._busy(None)
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(prompt_ids, tuple(exclude), group, loop.create_future())
+        waiter = _Waiter(prompt_ids, tuple(exclude), group, loop.create_future(), prefer)
         if retry:
             self._waiters.appendleft(waiter)
         else:
@@ -250,7 +254,7 @@ class EnginePool:
             waiter = self._waiters.popleft()
             if waiter.future.done():
                 continue
-            engine = self.choose(waiter.prompt_ids, waiter.exclude)
+            engine = self.choose(waiter.prompt_ids, waiter.exclude, prefer=waiter.prefer)
             if engine is not None:
                 waiter.future.set_result(self._take(engine, waiter.group))
             elif not self._usable(waiter.exclude):
@@ -326,11 +330,11 @@ class EnginePool:
             self.metrics.engine_error(engine.url, exc.kind)
 
     async def _next_engine(self, prompt_ids: Sequence[int] | None, tried: list[Engine], last: EngineError | None,
-                           group: Hashable | None) -> _Slot:
+                           group: Hashable | None, prefer: Engine | None = None) -> _Slot:
         if not self.engines:
             raise EngineError(NO_ENGINE_MESSAGE, 503, "ServiceUnavailableError", kind="unavailable")
         if not tried or last is None:
-            return await self._acquire(prompt_ids, (), group)
+            return await self._acquire(prompt_ids, (), group, prefer=prefer)
         exclude: Sequence[Engine] = tried
         if not self._usable(exclude) and last.kind == "disconnect" and len(tried) == 1:
             exclude = ()  # a lone engine that dropped a stale connection: try it once more
@@ -341,7 +345,8 @@ class EnginePool:
         return await self._acquire(prompt_ids, exclude, group, retry=True)
 
     async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
-                          group: Hashable | None = None) -> tuple[EngineStream, dict[str, Any] | None]:
+                          group: Hashable | None = None, prefer: Engine | None = None
+                          ) -> tuple[EngineStream, dict[str, Any] | None]:
         """Start a stream and read its first event, retrying once elsewhere on an early failure.
 
         Returns the stream and its first event (None for a stream that ended at once). The slot
@@ -351,11 +356,14 @@ class EnginePool:
         together and held until all have started (the prompts of a multi-prompt completion).
         Once one of them has a slot the others get one without waiting, beyond the limit if need
         be: otherwise they would hold slots while queueing for each other, and a request with
-        more prompts than there are slots would never start."""
+        more prompts than there are slots would never start.
+
+        `prefer`: the engine to use if it can take the request now or first frees a slot (a
+        retry goes elsewhere as usual)."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
-            slot = await self._next_engine(prompt_ids, tried, last, group)
+            slot = await self._next_engine(prompt_ids, tried, last, group, prefer)
             engine = slot.engine
             tried.append(engine)
             try:

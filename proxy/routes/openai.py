@@ -43,7 +43,7 @@ from core.render import RenderOptions, effective_chat_kwargs, render_chat, rende
 from proxy import lifecycle
 from proxy.app import STATE
 from proxy.engine import pool as engine_pool
-from proxy.engine.client import EngineError, EngineStream, invalid_response
+from proxy.engine.client import Engine, EngineError, EngineStream, invalid_response
 from proxy.engine.pool import EnginePool, pool_of
 from proxy.http import json_response, read_json_object, validate
 from proxy.metrics import ARRIVAL_KEY, METRICS
@@ -144,12 +144,13 @@ class EngineRun:
             self.metrics.observe_overhead(self._engine_called - self._arrival + time.perf_counter() - self._first_token)
         self._first_token = None
 
-    async def open(self, body: dict[str, Any], prompt_ids: Sequence[int]) -> tuple[EngineStream, dict | None]:
+    async def open(self, body: dict[str, Any], prompt_ids: Sequence[int], prefer: Engine | None = None
+                   ) -> tuple[EngineStream, dict | None]:
         self.calling_engine()
         try:
             # one group: the engine requests of one client request (several prompts) are admitted
             # together, so a request never holds slots while it queues for its own other prompts
-            stream, first = await self.pool.open_stream(body, prompt_ids, group=self)
+            stream, first = await self.pool.open_stream(body, prompt_ids, group=self, prefer=prefer)
         except EngineError as exc:
             raise _client_error(exc) from None
         self.streams.append(stream)
@@ -370,25 +371,26 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _engine_answer(run: EngineRun, body: dict[str, Any], prompt_ids: Sequence[int]
-                         ) -> tuple[list[dict[str, Any]], list[Any] | None]:
-    """One non-streamed engine answer: its checked choices and its prompt_logprobs (None when absent).
+                         ) -> tuple[list[dict[str, Any]], list[Any] | None, Engine]:
+    """One non-streamed engine answer: its checked choices, its prompt_logprobs (None when absent)
+    and the engine that gave it.
 
     Engine failures become the client's JSON error (nothing has been sent to the client yet)."""
     run.calling_engine()
     try:
-        _, response = await run.pool.generate(body, prompt_ids)
+        engine, response = await run.pool.generate(body, prompt_ids)
         choices = engine_choices(response, started=False)
     except EngineError as exc:
         raise _client_error(exc) from None
     prompt_logprobs = response.get("prompt_logprobs")
-    return choices, prompt_logprobs if isinstance(prompt_logprobs, list) else None
+    return choices, prompt_logprobs if isinstance(prompt_logprobs, list) else None, engine
 
 
 async def _collect(run: EngineRun, gens: list[dict[str, Any]], groups: list[list[Any]], use_stream: bool) -> None:
     """Read every engine answer into its choices (non-streamed client answers)."""
     if not use_stream:
         async def one(gen: dict[str, Any], group: list[Any]) -> None:
-            choices, prompt_logprobs = await _engine_answer(run, engine_body(gen, stream=False), gen["token_ids"])
+            choices, prompt_logprobs, _ = await _engine_answer(run, engine_body(gen, stream=False), gen["token_ids"])
             run.prompt_logprobs.append(prompt_logprobs)
             for c in group:
                 if hasattr(c, "prompt_logprobs"):
@@ -628,13 +630,14 @@ async def _open_completion_stream(run: EngineRun, gen: dict[str, Any], group: li
       right status, before any SSE, and no streamed request was started for nothing;
     * a client that goes away while it runs cancels it, which aborts it on the engine (the
       pool's non-streamed generate posts the abort), and the stream is never opened.
-    With several engines the two requests land on the same engine only with
-    `--prefix-affinity-tokens` (otherwise the least loaded engine takes each)."""
+    With several engines the stream goes to the engine that answered the side request (its
+    prefix cache holds the prompt) whenever that engine can take it."""
+    engine = None
     if group and group[0].wants_prompt_logprobs:
-        _, prompt_logprobs = await _engine_answer(run, prompt_logprobs_body(gen), gen["token_ids"])
+        _, prompt_logprobs, engine = await _engine_answer(run, prompt_logprobs_body(gen), gen["token_ids"])
         for choice in group:
             choice.prompt_logprobs = prompt_logprobs
-    return await run.open(completion_stream_body(gen), gen["token_ids"])
+    return await run.open(completion_stream_body(gen), gen["token_ids"], prefer=engine)
 
 
 async def _echo_only_stream(request: web.Request, run: EngineRun, req: CompletionRequest,
@@ -657,7 +660,7 @@ async def _echo_only_stream(request: web.Request, run: EngineRun, req: Completio
     prompt_lens = [len(g["token_ids"]) for g in gens]
     events: list[bytes] = []
     try:
-        for p, (choices, prompt_logprobs) in enumerate(answers):
+        for p, (choices, prompt_logprobs, _) in enumerate(answers):
             group = groups[p]
             for choice_state in group:
                 choice_state.prompt_logprobs = prompt_logprobs

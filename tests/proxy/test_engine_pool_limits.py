@@ -90,6 +90,29 @@ async def test_limit_is_per_engine_and_queued_requests_take_any_free_engine(star
     assert [e.outstanding for e in pool.engines] == [0, 0]
 
 
+async def test_a_preferred_engine_wins_while_it_has_room_then_the_usual_choice_applies(start_engine, engine_http):
+    """The front door prefers, for an echo + logprobs stream, the engine that answered its prompt
+    logprobs side request (its prefix cache holds the prompt)."""
+    one = await start_engine(faults=Faults(stall_after=1))
+    two = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(one), url(two)], engine_http, max_concurrency=1, queue_timeout=10)
+    second = pool.engines[1]
+    assert pool.choose() is pool.engines[0]  # a tie goes to the first listed...
+    s1, _ = await pool.open_stream(gen_request("1"), prefer=second)
+    assert s1.engine is second  # ...unless another is preferred
+    s2, _ = await pool.open_stream(gen_request("2"), prefer=second)
+    assert s2.engine is pool.engines[0]  # the preferred one is full: the request does not wait for it
+    waiting = asyncio.create_task(pool.open_stream(gen_request("3"), prefer=second))
+    await until(lambda: pool.queue_length == 1)
+    state(one).faults = Faults()
+    s2.abort()  # the other engine frees first: the queued request takes it
+    s3, _ = await waiting
+    assert s3.engine is pool.engines[0]
+    await drain(s3)
+    s1.abort()
+    assert [e.outstanding for e in pool.engines] == [0, 0]
+
+
 async def test_prefix_affinity_falls_back_to_the_next_engine_when_its_own_is_full(start_engine, engine_http):
     servers = [await start_engine(faults=Faults(stall_after=1)) for _ in range(3)]
     pool = EnginePool([url(s) for s in servers], engine_http, affinity_tokens=3, max_concurrency=1, queue_timeout=10)

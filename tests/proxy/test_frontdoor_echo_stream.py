@@ -10,6 +10,7 @@ through real parts: the reference engine over HTTP, the proxy app, the official 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.reference_engine import Faults
+from proxy.reference_engine import REFERENCE, Faults
 from tests.proxy.frontdoor_stack import Stack, post_raw
 from tests.proxy.test_openai_completions import aggregate
 
@@ -265,3 +266,41 @@ async def test_async_client_streamed_echo_logprobs(stack, qwen3):
     assert logprob_aggregate(chunks) == full_aggregate(full)
     ids = qwen3.tokenizer.encode(PROMPT)
     assert_prompt_values(chunks[0].choices[0].logprobs, engine_prompt_logprobs(stack, ids, 1), ids, 1)
+
+
+def test_with_several_engines_the_stream_goes_where_its_side_request_went(qwen3):
+    """The side request leaves the prompt in one engine's prefix cache; the stream follows it there,
+    even when the usual choice (least outstanding, ties to the first listed) would go elsewhere."""
+    stack = Stack(qwen3, engines=2)
+    try:
+        stack.set_replies(REPLIES[:1])
+        first, second = (server.app[REFERENCE] for server in stack.engines)
+        first.faults = Faults(stall_after=1)  # a stream that holds the first engine
+        second.token_delay = 0.3  # the side request on the second engine lasts a while
+        client = stack.client()
+        holder = client.completions.create(model="tiny-qwen3", prompt="hold", max_tokens=50, stream=True)
+        next(iter(holder))
+        assert len(first.received) == 1
+        result: dict[str, Any] = {}
+        scoring = threading.Thread(target=lambda: result.update(chunks=list(client.completions.create(
+            model="tiny-qwen3", prompt=PROMPT, echo=True, logprobs=1, max_tokens=2, stream=True))))
+        scoring.start()
+        wait_for(lambda: len(second.received) == 1)  # the side request: on the less loaded engine
+        holder.close()  # the first engine is free again before the side request answers
+        wait_for(lambda: bool(first.aborted))
+        first.faults = Faults()  # (were the stream to go there, it would end, and fail below)
+        scoring.join(30)
+        assert not scoring.is_alive() and result["chunks"]
+        assert len(first.received) == 1  # nothing else went to the first engine
+        side, streamed = second.received
+        assert side["stream"] is False and side["sampling_params"]["prompt_logprobs"] == 1
+        assert streamed["stream"] is True and streamed["token_ids"] == side["token_ids"]
+    finally:
+        stack.close()
+
+
+def wait_for(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
