@@ -45,6 +45,7 @@ class ServerConfig:
     prefix_affinity_tokens: int = 0  # 0: off; N: same first N prompt tokens -> same engine
     engine_max_concurrency: int = 0  # per engine; 0: unlimited (no queue)
     engine_queue_timeout: float = 30.0  # longest wait for a slot, then 503; 0: 503 at once
+    engine_max_queue: int = 0  # requests waiting at most, then 503 at once; 0: bounded by the timeout only
     engine_failure_threshold: int = 5  # consecutive failures that open an engine's circuit; 0: never
     engine_cooldown: float = 10.0  # seconds an open engine gets no requests before a probe
     # security, hygiene, lifecycle
@@ -131,6 +132,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                         help="requests outstanding per engine at most; more wait in a FIFO queue (0: unlimited)")
     parser.add_argument("--engine-queue-timeout", type=_non_negative(float), default=30.0,
                         help="seconds a request waits for a free engine slot before a 503 (0: no waiting)")
+    parser.add_argument("--engine-max-queue", type=_non_negative(int), default=0,
+                        help="requests waiting for an engine slot at most; one more gets a 503 at once "
+                             "(0: no bound but --engine-queue-timeout)")
     parser.add_argument("--engine-failure-threshold", type=_non_negative(int), default=5,
                         help="consecutive failures (connect, timeout, 5xx, broken stream; never 4xx) that take "
                              "an engine out for --engine-cooldown (0: only unreachable engines are taken out)")

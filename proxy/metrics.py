@@ -26,7 +26,7 @@ and for the engine pool (`proxy/engine/pool.py`):
     m.queue_length(n)                       # requests waiting for a slot (--engine-max-concurrency)
     m.observe_queue_wait(seconds)           # time one request spent in that queue
     m.shed(reason)                          # 503 without calling an engine: "unavailable" (all open),
-                                            # "queue_timeout", "queue_full" (--engine-queue-timeout 0)
+                                            # "queue_timeout", "queue_full" (--engine-queue-timeout 0, or --engine-max-queue reached)
 
 Request counts, in-flight requests and end-to-end latency are recorded by the outermost
 middleware (`proxy/access_log.py`) for every route: handlers do nothing for those.

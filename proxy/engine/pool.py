@@ -8,7 +8,9 @@
 * **Concurrency limit:** with `--engine-max-concurrency N`, an engine never has more than N
   requests outstanding. Requests beyond that wait in one FIFO queue for a slot on any engine
   (a retry goes to the head: it has waited already), at most `--engine-queue-timeout` seconds,
-  then get a 503; a client that goes away while queued leaves the queue and no engine ever sees
+  then get a 503; with `--engine-max-queue M`, a request that finds M others waiting gets its
+  503 at once (each waiting request holds its rendered prompt: a flood must not grow the queue
+  without end); a client that goes away while queued leaves the queue and no engine ever sees
   its request. Without a limit (0, the default) requests never queue for capacity. The engine
   requests of one client request that must all start together (the prompts of a multi-prompt
   completion: `group=`) are admitted together, or they could hold slots waiting for each other.
@@ -84,7 +86,8 @@ class EnginePool:
     def __init__(self, urls: Sequence[str], http: HTTPClient | None = None, *,
                  api_key: str | None = None, timeouts: EngineTimeouts = EngineTimeouts(),
                  affinity_tokens: int = 0, metrics: Any = None, max_concurrency: int = 0,
-                 queue_timeout: float = 30.0, failure_threshold: int = 5, cooldown: float = 10.0) -> None:
+                 queue_timeout: float = 30.0, failure_threshold: int = 5, cooldown: float = 10.0,
+                 max_queue: int = 0) -> None:
         self.http = http
         self.engines = [Engine(url, http, api_key=api_key, timeouts=timeouts,
                                circuit=Circuit(failure_threshold, cooldown)) for url in urls]
@@ -92,6 +95,7 @@ class EnginePool:
         self.metrics = metrics
         self.max_concurrency = max_concurrency  # per engine; 0: unlimited
         self.queue_timeout = queue_timeout  # 0: no queue, answer 503 at once when every engine is full
+        self.max_queue = max_queue  # 0: no bound on the queue's length (its timeout bounds it)
         self._waiters: deque[_Waiter] = deque()
         self._groups: dict[Hashable, int] = {}  # slots held per sibling group
         self._timers: dict[Engine, asyncio.TimerHandle] = {}
@@ -202,8 +206,8 @@ class EnginePool:
                 return self._take(engine, group)
         if not self._usable(exclude):
             raise self._unavailable(exclude)
-        if self.queue_timeout <= 0:
-            raise self._busy(None)
+        if self.queue_timeout <= 0 or (0 < self.max_queue <= len(self._waiters) and not retry):
+            raise self._busy(None)  # (a retry has waited already: it goes to the head, over the bound)
         loop = asyncio.get_running_loop()
         waiter = _Waiter(prompt_ids, tuple(exclude), group, loop.create_future(), prefer)
         if retry:
@@ -278,7 +282,10 @@ class EnginePool:
     def _busy(self, waited: float | None) -> EngineError:
         if self.metrics is not None:
             self.metrics.shed("queue_timeout" if waited is not None else "queue_full")
-        if self.max_concurrency > 0:
+        if waited is None and self.queue_timeout > 0:
+            message = (f"All inference engines are at their concurrency limit and {len(self._waiters)} requests "
+                       "are already waiting for them")
+        elif self.max_concurrency > 0:
             message = f"All inference engines are at their concurrency limit ({self.max_concurrency} requests each)"
         else:  # unlimited, but the only usable engines are half-open with their probe in flight
             message = "No inference engine can take the request while failed engines are being probed"
@@ -485,6 +492,7 @@ def install(app: web.Application) -> None:
                                               config.engine_idle_timeout),
                       affinity_tokens=config.prefix_affinity_tokens, metrics=app.get(METRICS),
                       max_concurrency=config.engine_max_concurrency, queue_timeout=config.engine_queue_timeout,
+                      max_queue=config.engine_max_queue,
                       failure_threshold=config.engine_failure_threshold, cooldown=config.engine_cooldown)
     app[POOL] = pool
 

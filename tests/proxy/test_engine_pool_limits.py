@@ -185,6 +185,28 @@ async def test_queue_timeout_is_a_503_and_the_request_never_reaches_an_engine(st
     assert pool.engines[0].circuit.state == "closed"  # shedding is not the engine's failure
 
 
+async def test_a_full_queue_answers_503_at_once_and_the_waiters_still_proceed(start_engine, engine_http):
+    server = await start_engine(faults=Faults(stall_after=1))
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10, max_queue=2)
+    a, _ = await pool.open_stream(gen_request("a"))
+    queued = [asyncio.create_task(pool.generate(gen_request(f"q{i}", stream=False))) for i in range(2)]
+    await until(lambda: pool.queue_length == 2)
+    started = time.monotonic()
+    with pytest.raises(EngineError) as err:
+        await pool.open_stream(gen_request("third"))
+    assert time.monotonic() - started < 1  # not after the 10 s queue timeout
+    assert err.value.status == 503 and err.value.kind == "busy" and err.value.retry_after == 1
+    assert "2 requests are already waiting" in err.value.message
+    assert pool.queue_length == 2 and seen_ids(server) == ["a"]
+    state(server).faults = Faults()
+    a.abort()
+    for task in queued:
+        _, answer = await task
+        assert answer["choices"][0]["finish_reason"] == "stop"
+    assert seen_ids(server) == ["a", "q0", "q1"]
+    assert pool.queue_length == 0 and pool.engines[0].outstanding == 0
+
+
 async def test_cancelled_while_queued_leaves_the_queue_and_sends_nothing(start_engine, engine_http):
     server = await start_engine(faults=Faults(stall_after=1))
     pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10)
@@ -506,6 +528,32 @@ def test_front_door_queue_timeout_is_a_503_openai_error(stacks):
     held.close()
 
 
+def test_front_door_full_queue_is_an_immediate_503_openai_error(stacks):
+    import threading
+
+    import openai
+
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20, engine_max_queue=1)
+    held = hold_the_slot(stack)
+    answers = []
+    waiting = threading.Thread(target=lambda: answers.append(stack.client(timeout=20).chat.completions.create(
+        model="tiny-qwen3", messages=MESSAGES)))
+    waiting.start()
+    wait_for(lambda: proxy_pool(stack).queue_length == 1)
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as err:
+        stack.client(timeout=20).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)
+    assert time.monotonic() - started < 5
+    assert err.value.status_code == 503 and err.value.response.headers["retry-after"] == "1"
+    assert "already waiting" in err.value.body["message"]
+    assert metric(stack, "derender_proxy_requests_shed_total", reason="queue_full") == 1
+    stack.engine_state.faults = Faults()
+    held.close()
+    waiting.join(20)
+    assert answers and answers[0].choices[0].message.content == LONG_REPLY
+    assert stack.engine_state.generate_calls == 2  # the held stream and the one that waited
+
+
 def test_front_door_client_leaving_the_queue_is_never_sent_to_the_engine(stacks):
     import json
     import socket
@@ -594,13 +642,14 @@ def test_limit_flags_reach_the_pool(qwen3):
 
     defaults = parse()
     assert (defaults.engine_max_concurrency, defaults.engine_queue_timeout, defaults.engine_failure_threshold,
-            defaults.engine_cooldown) == (0, 30.0, 5, 10.0)
+            defaults.engine_cooldown, defaults.engine_max_queue) == (0, 30.0, 5, 10.0, 0)
     config = parse("--engine-max-concurrency", "8", "--engine-queue-timeout", "2.5",
-                   "--engine-failure-threshold", "3", "--engine-cooldown", "0.5")
+                   "--engine-failure-threshold", "3", "--engine-cooldown", "0.5", "--engine-max-queue", "64")
     pool = create_app(config, qwen3)[POOL]
-    assert (pool.max_concurrency, pool.queue_timeout) == (8, 2.5)
+    assert (pool.max_concurrency, pool.queue_timeout, pool.max_queue) == (8, 2.5, 64)
     assert {(e.circuit.failure_threshold, e.circuit.cooldown) for e in pool.engines} == {(3, 0.5)}
-    for bad in (["--engine-max-concurrency", "-1"], ["--engine-cooldown", "nan"], ["--engine-queue-timeout", "x"]):
+    for bad in (["--engine-max-concurrency", "-1"], ["--engine-cooldown", "nan"], ["--engine-queue-timeout", "x"],
+                ["--engine-max-queue", "-1"]):
         with pytest.raises(SystemExit):
             parse(*bad)
 
