@@ -4,8 +4,10 @@ aiohttp server for well-behaved answers, raw asyncio servers for the misbehaving
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 import pytest
+import trustme
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -329,3 +331,39 @@ async def test_unsolicited_bytes_on_an_idle_connection_close_it():
     finally:
         await client.close()
         server.close()
+
+
+async def https_server(handler, ca: trustme.CA) -> tuple[web.AppRunner, int]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+async def test_https_engines_are_reached_over_tls_verified_against_the_system_cas(tmp_path, monkeypatch):
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text=f"{request.scheme} {request.host} {await request.text()}")
+
+    ca = trustme.CA()
+    runner, port = await https_server(handler, ca)
+    client = HTTPClient()
+    try:
+        # not trusted yet: the certificate check fails, as a connection failure
+        with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+            await client.request(Origin(f"https://127.0.0.1:{port}"), "GET", "/")
+        assert client.open == 0
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # as an operator would
+        origin = Origin(f"https://localhost:{port}")
+        for _ in range(2):
+            resp = await client.request(origin, "POST", "/x", body=b"over tls")
+            assert await resp.read() == f"https localhost:{port} over tls".encode()
+        assert client.open == 1  # kept alive over TLS too
+    finally:
+        await client.close()
+        await runner.cleanup()
