@@ -90,11 +90,7 @@ class ResponseParser:
                     self.buffered += size
                     data, state = data[size + 2:], CHUNK_SIZE
             elif state == CHUNK_DATA:
-                part = data[:self._left]
-                self._body.append(part)
-                self.buffered += len(part)
-                self._left -= len(part)
-                data = data[len(part):]
+                data = self._body_part(data)
                 if not self._left:
                     state = CHUNK_END
             elif state == CHUNK_END:
@@ -107,11 +103,7 @@ class ResponseParser:
                     raise ProtocolError("chunk not followed by CRLF")
                 data, state = data[2:], CHUNK_SIZE
             elif state == LENGTH:
-                part = data[:self._left]
-                self._body.append(part)
-                self.buffered += len(part)
-                self._left -= len(part)
-                data = data[len(part):]
+                data = self._body_part(data)
                 if not self._left:
                     state = DONE
             elif state == UNTIL_CLOSE:
@@ -142,6 +134,14 @@ class ResponseParser:
                 self._state = state
                 raise ProtocolError("data after the end of the response")
         self._state = state
+
+    def _body_part(self, data: bytes) -> bytes:
+        """Take the body bytes of `data` (at most the `_left` still due); returns the rest."""
+        part = data[:self._left]
+        self._body.append(part)
+        self.buffered += len(part)
+        self._left -= len(part)
+        return data[len(part):]
 
     def feed_eof(self) -> None:
         """The connection ended: completes a body read until close; otherwise, if the response is

@@ -69,6 +69,14 @@ class Stack:
             server.stop()
 
 
+def wait_for(condition, timeout: float = 5.0) -> None:
+    """Poll until `condition()` (the stack's servers run in their own threads)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
 def with_config(stack: Stack, **changes: Any) -> ServerConfig:
     return replace(stack.config, **changes)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -16,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from proxy.engine.client import EngineError
 from proxy.engine.pool import EnginePool
 from proxy.reference_engine import REFERENCE, Faults, ReferenceEngine
+from tests.proxy.frontdoor_stack import wait_for
 from tests.proxy.loopback import url
 
 def state(server: TestServer) -> ReferenceEngine:
@@ -455,13 +457,6 @@ def proxy_pool(stack) -> EnginePool:
     return stack.proxy.app[POOL]
 
 
-def wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
-
-
 def scrape(stack) -> dict:
     from tests.proxy.test_metrics import scrape_url
 
@@ -482,16 +477,22 @@ def hold_the_slot(stack):
     return held
 
 
-def test_front_door_request_waits_for_a_free_slot_then_proceeds(stacks):
+def wait_in_the_queue(stack) -> tuple[Any, list]:
+    """A chat request, in a thread, once it waits in the queue: (the thread, its answers)."""
     import threading
 
-    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20)
-    held = hold_the_slot(stack)
-    answers = []
+    answers: list = []
     waiting = threading.Thread(target=lambda: answers.append(stack.client(timeout=20).chat.completions.create(
         model="tiny-qwen3", messages=MESSAGES)))
     waiting.start()
     wait_for(lambda: proxy_pool(stack).queue_length == 1)
+    return waiting, answers
+
+
+def test_front_door_request_waits_for_a_free_slot_then_proceeds(stacks):
+    stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20)
+    held = hold_the_slot(stack)
+    waiting, answers = wait_in_the_queue(stack)
     assert metric(stack, "derender_proxy_engine_queue_length") == 1
     assert stack.engine_state.generate_calls == 1  # the queued request has not reached the engine
     stack.engine_state.faults = Faults()
@@ -529,17 +530,11 @@ def test_front_door_queue_timeout_is_a_503_openai_error(stacks):
 
 
 def test_front_door_full_queue_is_an_immediate_503_openai_error(stacks):
-    import threading
-
     import openai
 
     stack = stacks(engine_max_concurrency=1, engine_queue_timeout=20, engine_max_queue=1)
     held = hold_the_slot(stack)
-    answers = []
-    waiting = threading.Thread(target=lambda: answers.append(stack.client(timeout=20).chat.completions.create(
-        model="tiny-qwen3", messages=MESSAGES)))
-    waiting.start()
-    wait_for(lambda: proxy_pool(stack).queue_length == 1)
+    waiting, answers = wait_in_the_queue(stack)
     started = time.monotonic()
     with pytest.raises(openai.APIStatusError) as err:
         stack.client(timeout=20).chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True)

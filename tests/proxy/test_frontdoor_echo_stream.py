@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from proxy.reference_engine import REFERENCE, Faults
-from tests.proxy.frontdoor_stack import Stack, post_raw
+from tests.proxy.frontdoor_stack import Stack, post_raw, wait_for
 from tests.proxy.test_openai_completions import aggregate
 
 REPLIES = [" Paris, of course.", " Lyon, then Marseille 🙂"]
@@ -297,10 +297,3 @@ def test_with_several_engines_the_stream_goes_where_its_side_request_went(qwen3)
         assert streamed["stream"] is True and streamed["token_ids"] == side["token_ids"]
     finally:
         stack.close()
-
-
-def wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
