@@ -131,8 +131,13 @@ class Engine:
         return f"Engine({self.url}, outstanding={self.outstanding}, circuit={self.circuit.state})"
 
     async def _post(self, path: str, body: bytes, request_id: str | None, timeout: float | None) -> Response:
-        headers = self.headers if request_id is None else \
-            self.headers + b"X-Request-Id: " + request_id.encode("latin-1", "replace") + b"\r\n"
+        headers = self.headers
+        if request_id is not None and request_id.isascii() and request_id.isprintable():
+            # vLLM names the engine request after this header when present, else after the body's
+            # request_id: an id the header cannot carry as is (a JSON string may hold CR/LF, which
+            # would add headers of the client's choosing, or non-ASCII) is left to the body, so the
+            # engine's id is always the one our aborts name
+            headers += f"X-Request-Id: {request_id}\r\n".encode("ascii")
         try:
             return await self.http.request(self.origin, "POST", path, body=body, headers=headers,
                                            connect_timeout=self.timeouts.connect, read_timeout=timeout)

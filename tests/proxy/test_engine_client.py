@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+from aiohttp.test_utils import TestServer
 
 from proxy.engine.client import Engine, EngineError, EngineTimeouts
 from proxy.engine.pool import EnginePool
@@ -236,3 +237,29 @@ async def test_dropped_connection_is_retried_without_marking_down(start_engine, 
     assert first["request_id"] == "generate-tokens-h2" and stream.engine.url == url(good)
     assert pool.engines[0].healthy
     await drain(stream)
+
+
+async def test_request_ids_cannot_add_headers_to_the_engine_request(engine_http):
+    """A body's request_id is any JSON string: one the header cannot carry as is stays in the body
+    only (vLLM then names the engine request after it, as our aborts do)."""
+    from aiohttp import web
+
+    seen = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.json_response({"request_id": "x", "choices": []})
+
+    app = web.Application()
+    app.router.add_post("/inference/v1/generate", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        engine = Engine(url(server), engine_http)
+        for request_id in ("abc\r\nX-Injected: yes", "abc\n", "caf\u00e9", "plain-id 1"):
+            answer = await engine.generate(gen_request(request_id, stream=False))
+            assert answer["request_id"] == "x"
+        assert all("X-Injected" not in headers for headers in seen)
+        assert [headers.get("X-Request-ID") for headers in seen] == [None, None, None, "plain-id 1"]
+    finally:
+        await server.close()
