@@ -117,7 +117,9 @@ class Engine:
         # header lines sent with every request, encoded once
         self.headers = b"Content-Type: application/json\r\n"
         if api_key:
-            self.headers += f"Authorization: Bearer {api_key}\r\n".encode("latin-1")
+            if not (api_key.isascii() and api_key.isprintable()):
+                raise ValueError("--engine-api-key: printable ASCII characters only")
+            self.headers += f"Authorization: Bearer {api_key}\r\n".encode("ascii")
         self.outstanding = 0
         self.circuit = circuit or Circuit()
         self._background: set[asyncio.Task] = set()

@@ -91,6 +91,8 @@ def test_directory_without_tokenizer_is_a_clear_error(tmp_path):
     (["--tool-call-parser", "nope"], "unknown tool-call parser 'nope'"),
     (["--reasoning-parser", "nope", "--port", "0"], "unknown reasoning parser 'nope'"),
     (["--engine-url", "localhost:8000", "--port", "0"], "--engine-url 'localhost:8000': expected http://"),
+    (["--engine-url", "http://e:1", "--engine-api-key", "key\nX-Other: 1", "--port", "0"],
+     "--engine-api-key: printable ASCII characters only"),
 ])
 def test_serve_start_up_errors_are_one_line_and_exit_2(argv, expected):
     import subprocess
