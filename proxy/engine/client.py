@@ -63,8 +63,12 @@ def unreachable(url: str, exc: BaseException) -> EngineError:
                        "ServiceUnavailableError", kind="connect", retryable=True)
 
 
-def engine_status_error(status: int, body: bytes) -> EngineError:
+def engine_status_error(status: int, body: bytes, location: str | None = None) -> EngineError:
     """An engine's error answer, passed on: its message and, for 4xx, its status and type."""
+    if status < 400:  # a redirect (or any other non-error) where an answer was due: a wrong --engine-url
+        where = f" to {location}" if location else ""
+        return EngineError(f"The inference engine answered HTTP {status}{where} instead of generating; "
+                           "check --engine-url.", 502, "BadGatewayError", kind="status")
     message, etype = None, None
     try:
         err = orjson.loads(body).get("error")
@@ -173,7 +177,7 @@ class Engine:
                 self.abort_in_background([ENGINE_ID_PREFIX + request_id])
             raise
         if resp.status != 200:
-            raise engine_status_error(resp.status, data)
+            raise engine_status_error(resp.status, data, resp.headers.get("location"))
         try:
             answer = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -205,7 +209,7 @@ class Engine:
                 data = b""
             finally:
                 resp.release()
-            raise engine_status_error(resp.status, data)
+            raise engine_status_error(resp.status, data, resp.headers.get("location"))
         return EngineStream(self, resp, request.get("request_id"))
 
     def abort_in_background(self, engine_request_ids: list[str]) -> None:

@@ -263,3 +263,30 @@ async def test_request_ids_cannot_add_headers_to_the_engine_request(engine_http)
         assert [headers.get("X-Request-ID") for headers in seen] == [None, None, None, "plain-id 1"]
     finally:
         await server.close()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_redirecting_engine_is_a_bad_gateway_naming_the_flag(engine_http, stream):
+    """Nothing is followed (a redirected generate would lose its body or method): the operator
+    pointed --engine-url at the wrong place, and the client gets a 502, not the 3xx."""
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.Response:
+        raise web.HTTPPermanentRedirect("https://elsewhere:8000/inference/v1/generate")
+
+    app = web.Application()
+    app.router.add_post("/inference/v1/generate", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        engine = Engine(url(server), engine_http)
+        with pytest.raises(EngineError) as err:
+            if stream:
+                await engine.open_stream(gen_request("r"))
+            else:
+                await engine.generate(gen_request("r", stream=False))
+        assert err.value.status == 502 and err.value.type == "BadGatewayError" and not err.value.retryable
+        assert "HTTP 308 to https://elsewhere:8000/inference/v1/generate" in err.value.message
+        assert "--engine-url" in err.value.message
+    finally:
+        await server.close()
