@@ -217,14 +217,25 @@ class Engine:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def _call(self, method: str, path: str, body: bytes = b"") -> int:
+        """A short control request (abort, health): its status. A kept-alive connection the engine
+        closed just as we reused it is not the engine's failure: sent once more on a new one."""
+        for attempt in range(2):
+            try:
+                resp = await self.http.request(self.origin, method, path, body=body, headers=self.headers)
+                await resp.read()
+                return resp.status
+            except Disconnected:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
     async def abort(self, engine_request_ids: list[str]) -> bool:
         try:
             async with asyncio.timeout(ABORT_TIMEOUT):
-                resp = await self.http.request(self.origin, "POST", "/inference/v1/abort_requests",
-                                               body=orjson.dumps({"request_ids": engine_request_ids}),
-                                               headers=self.headers)
-                await resp.read()
-                return resp.status == 200
+                status = await self._call("POST", "/inference/v1/abort_requests",
+                                          orjson.dumps({"request_ids": engine_request_ids}))
+                return status == 200
         except (ClientError, TimeoutError, OSError) as exc:
             log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc or type(exc).__name__)
             return False
@@ -232,9 +243,7 @@ class Engine:
     async def check_health(self) -> bool:
         try:
             async with asyncio.timeout(self.timeouts.connect + 5):
-                resp = await self.http.request(self.origin, "GET", "/health", headers=self.headers)
-                await resp.read()
-                return resp.status == 200
+                return await self._call("GET", "/health") == 200
         except (ClientError, TimeoutError, OSError):
             return False
 
@@ -275,9 +284,13 @@ class EngineStream:
                 raise self._fail(EngineError("The inference engine timed out " + when, 504, "GatewayTimeout",
                                              kind="timeout", started=self.started, retryable=True)) from None
             except (ClientError, ConnectionError) as exc:
+                if self.closed:
+                    return None  # we closed it (abort, stop string) while this read waited: it just ends
                 log.warning("engine %s stream broke: %s", self.engine.url, exc)
                 raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",
                                              started=self.started, retryable=True)) from None
+            if not data and self.closed:
+                return None
             if not data:  # EOF without [DONE]: the engine (or the network) cut the stream
                 raise self._fail(EngineError(STREAM_CUT_MESSAGE, 502, "BadGatewayError", kind="stream",
                                              started=self.started, retryable=True))
@@ -330,11 +343,13 @@ class EngineStream:
 
     async def _read_to_eof(self) -> None:
         """After [DONE], read the body's end so the connection goes back to the pool (a connection
-        released before its body ended is closed); an engine that dawdles gets it closed."""
+        released before its body ended is closed); an engine that dawdles, or keeps sending
+        after [DONE], gets it closed after a second in all."""
         resp = self._resp
         try:
-            while not resp.at_eof():
-                await resp.readany(1.0)
+            async with asyncio.timeout(1.0):
+                while not resp.at_eof():
+                    await resp.readany()
         except (TimeoutError, ClientError):
             self.finished = False  # close() drops the connection instead of reusing it
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from proxy.engine.http1 import ProtocolError, ResponseParser
 
@@ -68,7 +68,8 @@ class Origin:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = host if default_port else f"{host}:{self.port}"
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
-        self.base_path = parts.path.rstrip("/")
+        # the request line is ASCII: a path given in other characters is sent percent-encoded
+        self.base_path = quote(parts.path.rstrip("/"), safe="/%:@!$&'()*+,;=-._~")
 
 
 class Connection(asyncio.Protocol):
@@ -151,6 +152,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()  # connection_lost follows, on a later loop iteration
         self._gone()
+        # a reader waiting on this connection learns now, not at connection_lost: over TLS that
+        # comes after the TLS shutdown, which a hung peer can stretch to its 30 s timeout
+        self._wake()
 
     def _gone(self) -> None:
         if not self.closed:
@@ -202,9 +206,11 @@ class Response:
     async def read(self, timeout: float | None = None) -> bytes:
         """The rest of the body (each wait for more bounded by `timeout`), then `release()`."""
         parts = []
-        while data := await self.readany(timeout):
-            parts.append(data)
-        self.release()
+        try:
+            while data := await self.readany(timeout):
+                parts.append(data)
+        finally:
+            self.release()  # on a timeout or a cancellation too: the connection is then closed
         return b"".join(parts)
 
     def release(self) -> None:
@@ -241,11 +247,12 @@ class HTTPClient:
                       read_timeout: float | None = None) -> Response:
         """Send one request (in one write) and wait for the answer's head. `headers` are extra
         header lines, each ending with CRLF (encoded once by the caller: they rarely change)."""
+        # made before a connection is taken, so that a head that cannot be encoded holds none
+        head = (f"{method} {origin.base_path}{path} HTTP/1.1\r\nHost: {origin.host_header}\r\n"
+                f"Content-Length: {len(body)}\r\n").encode("latin-1")
         conn = await self._acquire(origin, connect_timeout)
         parser = ResponseParser(no_body=method == "HEAD")
         conn.parser, conn.received, conn.failure = parser, False, None
-        head = (f"{method} {origin.base_path}{path} HTTP/1.1\r\nHost: {origin.host_header}\r\n"
-                f"Content-Length: {len(body)}\r\n").encode("latin-1")
         assert conn.transport is not None
         conn.transport.write(head + headers + b"\r\n" + body)
         try:
@@ -270,24 +277,26 @@ class HTTPClient:
 
     # -- connection accounting -----------------------------------------------------------------
     async def _acquire(self, origin: Origin, connect_timeout: float | None) -> Connection:
-        if self._closed:
-            raise ConnectFailed("the engine client is closed")
+        waited = False  # a request that waited goes back to the head of the line, never the tail
         while True:
-            idle = self._idle.get(origin.key)
-            while idle:
-                conn = idle.pop()  # the most recently used
-                if conn.idle_timer is not None:
-                    conn.idle_timer.cancel()
-                    conn.idle_timer = None
-                if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            if self._closed:
+                raise ConnectFailed("the engine client is closed")
+            if waited or not self._slot_waiters:  # a newcomer does not pass requests already waiting
+                conn = self._idle_connection(origin)
+                if conn is not None:
                     return conn
-                conn.close()
-            if self.open < self.limit:
-                break
-            if self._close_one_idle():  # an idle connection to another engine makes room
-                continue
+                if self.open < self.limit:
+                    break
+                if self._close_one_idle():  # an idle connection to another engine makes room
+                    continue
+            elif self.open < self.limit or any(self._idle.values()):
+                self._wake_slot_waiter()  # there is room: the first in line takes it, we queue behind
             waiter = asyncio.get_running_loop().create_future()
-            self._slot_waiters.append(waiter)
+            if waited:
+                self._slot_waiters.appendleft(waiter)
+            else:
+                self._slot_waiters.append(waiter)
+            waited = True
             try:
                 await waiter
             except BaseException:
@@ -310,6 +319,18 @@ class HTTPClient:
                 raise ConnectFailed(str(exc) or type(exc).__name__) from None
             raise
         return conn
+
+    def _idle_connection(self, origin: Origin) -> Connection | None:
+        idle = self._idle.get(origin.key)
+        while idle:
+            conn = idle.pop()  # the most recently used
+            if conn.idle_timer is not None:
+                conn.idle_timer.cancel()
+                conn.idle_timer = None
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                return conn
+            conn.close()
+        return None
 
     def _put_back(self, conn: Connection) -> None:
         if self._closed:

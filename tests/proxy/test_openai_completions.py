@@ -135,6 +135,23 @@ def test_stop_string_cuts_and_aborts(stack):
     assert r.choices[0].text == "one two three"
 
 
+def test_a_stop_string_in_one_prompt_ends_only_that_prompts_stream(stack):
+    """Several prompts: one prompt's stop string aborts its engine stream while the stream's reader
+    waits for the next token; the other prompt streams on to its end, and no error is sent."""
+    from core.reference_engine import ReplyBook
+
+    stack.set_replies(["unused"], token_delay_ms=20)
+    long_reply = " ".join(f"b{i}" for i in range(30))
+    stack.engine_state.replies = ReplyBook(stack.model, [(" a0 a1 STOP a3 a4 a5 a6 a7 a8 a9", "alpha"),
+                                                         (long_reply, "beta")])
+    chunks = list(stack.client().completions.create(model="tiny-qwen3", prompt=["alpha", "beta"], stream=True,
+                                                   stop=["STOP"], max_tokens=100))
+    agg = aggregate(chunks)
+    assert agg[0]["text"] == " a0 a1 " and (agg[0]["finish_reason"], agg[0]["stop_reason"]) == ("stop", "STOP")
+    assert agg[1]["text"] == long_reply and agg[1]["finish_reason"] == "stop"
+    assert len(stack.wait_aborted()) >= 1  # the first prompt's engine request was stopped
+
+
 def test_engine_errors(stack):
     stack.set_replies(["x"], faults=Faults(fail_status=400))
     with pytest.raises(openai.BadRequestError):
