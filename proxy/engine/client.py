@@ -114,8 +114,8 @@ class Engine:
         self.url = url.rstrip("/")
         try:
             self.origin = Origin(self.url)
-        except ValueError:
-            raise ValueError(f"--engine-url {url!r}: expected http://HOST:PORT or https://HOST:PORT") from None
+        except (ValueError, UnicodeError) as exc:  # (UnicodeError: a host name IDNA cannot encode)
+            raise ValueError(f"--engine-url {url!r}: expected http(s)://HOST:PORT[/PATH] ({exc})") from None
         self.http: HTTPClient = http  # type: ignore[assignment]  # attached at start-up
         self.timeouts = timeouts
         # header lines sent with every request, encoded once
@@ -273,6 +273,8 @@ class EngineStream:
         self._on_close.append(callback)
 
     async def next(self) -> dict[str, Any] | None:
+        if self.closed and not self.completed:
+            return None  # we ended it (abort, stop string): events still buffered are not wanted
         while not self._pending:
             if self.finished or self.closed:
                 return None

@@ -60,8 +60,15 @@ class Origin:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
+        # what would otherwise be dropped without a word: say so at start-up
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(f"credentials in the URL are not sent: {url!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(f"a query or fragment in a base URL has no meaning: {url!r}")
+        if parts.port == 0:
+            raise ValueError(f"port 0 in {url!r}")
         self.scheme = parts.scheme
-        self.host = parts.hostname
+        self.host = parts.hostname if parts.hostname.isascii() else parts.hostname.encode("idna").decode("ascii")
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.key = (self.scheme, self.host, self.port)
         default_port = parts.port is None or parts.port == (443 if parts.scheme == "https" else 80)

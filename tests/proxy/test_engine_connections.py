@@ -68,6 +68,12 @@ async def test_base_path_and_host_header_of_an_origin():
     assert Origin("http://[::1]:9000").host_header == "[::1]:9000"
     with pytest.raises(ValueError):
         Origin("ftp://engine")
+    for url, why in [("http://user:secret@engine:8000", "credentials"), ("http://engine:8000/?x=1", "query"),
+                     ("http://engine:8000/#top", "fragment"), ("http://engine:0", "port 0")]:
+        with pytest.raises(ValueError, match=why):
+            Origin(url)
+    assert Origin("http://bücher.example:8000").host == "xn--bcher-kva.example"
+    assert Origin("http://engine:8000/モデル").base_path == "/%E3%83%A2%E3%83%87%E3%83%AB"
 
     paths = []
 

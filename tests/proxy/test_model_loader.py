@@ -90,7 +90,7 @@ def test_directory_without_tokenizer_is_a_clear_error(tmp_path):
     (["/nonexistent-model-dir"], "never downloads models"),
     (["--tool-call-parser", "nope"], "unknown tool-call parser 'nope'"),
     (["--reasoning-parser", "nope", "--port", "0"], "unknown reasoning parser 'nope'"),
-    (["--engine-url", "localhost:8000", "--port", "0"], "--engine-url 'localhost:8000': expected http://"),
+    (["--engine-url", "localhost:8000", "--port", "0"], "--engine-url 'localhost:8000': expected http(s)://HOST:PORT"),
     (["--engine-url", "http://e:1", "--engine-api-key", "key\nX-Other: 1", "--port", "0"],
      "--engine-api-key: printable ASCII characters only"),
 ])
