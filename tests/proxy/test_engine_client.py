@@ -6,11 +6,11 @@ import asyncio
 import time
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from proxy.engine.client import Engine, EngineError, EngineTimeouts
 from proxy.engine.pool import EnginePool
 from proxy.reference_engine import REFERENCE, Faults
+from tests.proxy.http_servers import aiohttp_server
 from tests.proxy.loopback import free_port, url
 
 def gen_request(request_id: str, stream: bool = True, **sampling):
@@ -250,10 +250,7 @@ async def test_request_ids_cannot_add_headers_to_the_engine_request(engine_http)
         seen.append(dict(request.headers))
         return web.json_response({"request_id": "x", "choices": []})
 
-    app = web.Application()
-    app.router.add_post("/inference/v1/generate", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await aiohttp_server(handler)
     try:
         engine = Engine(url(server), engine_http)
         for request_id in ("abc\r\nX-Injected: yes", "abc\n", "caf\u00e9", "plain-id 1"):
@@ -274,10 +271,7 @@ async def test_a_redirecting_engine_is_a_bad_gateway_naming_the_flag(engine_http
     async def handler(request: web.Request) -> web.Response:
         raise web.HTTPPermanentRedirect("https://elsewhere:8000/inference/v1/generate")
 
-    app = web.Application()
-    app.router.add_post("/inference/v1/generate", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await aiohttp_server(handler)
     try:
         engine = Engine(url(server), engine_http)
         with pytest.raises(EngineError) as err:

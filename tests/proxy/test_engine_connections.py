@@ -13,20 +13,12 @@ from aiohttp.test_utils import TestServer
 
 from proxy.engine.connections import (PAUSE_READING_BYTES, BadResponse, ConnectFailed, ConnectionBroken,
                                       Disconnected, HTTPClient, Origin)
+from tests.proxy.http_servers import aiohttp_server, raw_server
 from tests.proxy.loopback import free_port
 
 
-async def aiohttp_server(handler) -> TestServer:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    return server
-
-
-async def raw_server(on_connection) -> tuple[asyncio.Server, Origin]:
-    server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+async def raw_origin(on_connection) -> tuple[asyncio.Server, Origin]:
+    server, port = await raw_server(on_connection)
     return server, Origin(f"http://127.0.0.1:{port}")
 
 
@@ -234,7 +226,7 @@ async def test_kept_alive_connection_closed_by_the_server_before_answering_is_di
         await reader.readuntil(b"\r\n\r\n")  # the second request on this connection: no answer
         writer.close()
 
-    server, origin = await raw_server(on_connection)
+    server, origin = await raw_origin(on_connection)
     client = HTTPClient()
     try:
         assert await (await client.request(origin, "GET", "/")).read() == b"ok"
@@ -254,7 +246,7 @@ async def test_body_cut_mid_way_gives_what_arrived_then_connection_broken():
         await asyncio.sleep(0.1)
         writer.close()
 
-    server, origin = await raw_server(on_connection)
+    server, origin = await raw_origin(on_connection)
     client = HTTPClient()
     try:
         resp = await client.request(origin, "GET", "/")
@@ -278,7 +270,7 @@ async def test_bytes_that_are_not_http_are_a_bad_response(answer):
         await asyncio.sleep(0.5)
         writer.close()
 
-    server, origin = await raw_server(on_connection)
+    server, origin = await raw_origin(on_connection)
     client = HTTPClient()
     try:
         with pytest.raises(BadResponse):
@@ -327,7 +319,7 @@ async def test_unsolicited_bytes_on_an_idle_connection_close_it():
         await asyncio.sleep(1)
         writer.close()
 
-    server, origin = await raw_server(on_connection)
+    server, origin = await raw_origin(on_connection)
     client = HTTPClient()
     try:
         assert await (await client.request(origin, "GET", "/")).read() == b"ok"

@@ -21,26 +21,13 @@ import ssl
 import pytest
 import trustme
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from proxy.engine.client import Engine, EngineError, EngineTimeouts
 from proxy.engine.connections import (ClientError, ConnectFailed, ConnectionBroken, Disconnected, HTTPClient,
                                       Origin)
+from tests.proxy.http_servers import aiohttp_server, raw_server
 
 OK_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-
-
-async def aiohttp_server(handler, host: str = "127.0.0.1") -> TestServer:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    server = TestServer(app, host=host)
-    await server.start_server()
-    return server
-
-
-async def raw_server(on_connection, host: str = "127.0.0.1") -> tuple[asyncio.Server, int]:
-    server = await asyncio.start_server(on_connection, host, 0)
-    return server, server.sockets[0].getsockname()[1]
 
 
 def origin_of(port: int, path: str = "") -> Origin:
