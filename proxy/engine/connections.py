@@ -275,11 +275,15 @@ class HTTPClient:
         return Response(conn, parser)
 
     async def close(self) -> None:
+        """Close the idle connections and fail the requests waiting for one (ConnectFailed); the
+        connections in use close as their answers end."""
         self._closed = True
         for conns in self._idle.values():
             for conn in list(conns):
                 conn.close()
         self._idle.clear()
+        while self._slot_waiters:
+            self._wake_slot_waiter()  # each sees the client closed
         await asyncio.sleep(0)  # let the transports finish closing
 
     # -- connection accounting -----------------------------------------------------------------

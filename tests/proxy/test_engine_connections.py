@@ -365,3 +365,29 @@ async def test_https_engines_are_reached_over_tls_verified_against_the_system_ca
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_closing_the_client_fails_the_requests_waiting_for_a_connection_at_once():
+    gate = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        await gate.wait()
+        return web.Response(text="ok")
+
+    server = await aiohttp_server(handler)
+    client = HTTPClient(limit=1)
+    try:
+        holder = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
+        await asyncio.sleep(0.2)
+        waiting = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        await client.close()
+        with pytest.raises(ConnectFailed, match="closed"):
+            await asyncio.wait_for(waiting, 1)  # not when the holder's slot frees
+        gate.set()
+        assert await (await holder).read() == b"ok"  # the request in flight ends normally
+        assert client.open == 0
+    finally:
+        gate.set()
+        await server.close()
