@@ -220,15 +220,15 @@ class Engine:
     async def _call(self, method: str, path: str, body: bytes = b"") -> int:
         """A short control request (abort, health): its status. A kept-alive connection the engine
         closed just as we reused it is not the engine's failure: sent once more on a new one."""
-        for attempt in range(2):
-            try:
-                resp = await self.http.request(self.origin, method, path, body=body, headers=self.headers)
-                await resp.read()
-                return resp.status
-            except Disconnected:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        async def once() -> int:
+            resp = await self.http.request(self.origin, method, path, body=body, headers=self.headers)
+            await resp.read()
+            return resp.status
+
+        try:
+            return await once()
+        except Disconnected:
+            return await once()
 
     async def abort(self, engine_request_ids: list[str]) -> bool:
         try:

@@ -113,7 +113,10 @@ async def test_connection_limit_queues_requests_until_a_connection_is_released()
         await server.close()
 
 
-async def test_cancelled_while_waiting_for_a_connection_leaves_no_trace():
+async def one_connection_held_one_request_waiting():
+    """A client limited to one connection, held by a request the server answers (b"ok") once the
+    gate is set, and a second request waiting for that connection:
+    (server, client, gate, holder task, waiting task)."""
     gate = asyncio.Event()
 
     async def handler(request: web.Request) -> web.Response:
@@ -122,11 +125,16 @@ async def test_cancelled_while_waiting_for_a_connection_leaves_no_trace():
 
     server = await aiohttp_server(handler)
     client = HTTPClient(limit=1)
+    holder = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
+    await asyncio.sleep(0.2)
+    waiting = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
+    await asyncio.sleep(0.1)
+    return server, client, gate, holder, waiting
+
+
+async def test_cancelled_while_waiting_for_a_connection_leaves_no_trace():
+    server, client, gate, holder, waiting = await one_connection_held_one_request_waiting()
     try:
-        holder = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
-        await asyncio.sleep(0.2)
-        waiting = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
-        await asyncio.sleep(0.1)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
@@ -368,19 +376,8 @@ async def test_https_engines_are_reached_over_tls_verified_against_the_system_ca
 
 
 async def test_closing_the_client_fails_the_requests_waiting_for_a_connection_at_once():
-    gate = asyncio.Event()
-
-    async def handler(request: web.Request) -> web.Response:
-        await gate.wait()
-        return web.Response(text="ok")
-
-    server = await aiohttp_server(handler)
-    client = HTTPClient(limit=1)
+    server, client, gate, holder, waiting = await one_connection_held_one_request_waiting()
     try:
-        holder = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
-        await asyncio.sleep(0.2)
-        waiting = asyncio.create_task(client.request(origin_of(server), "GET", "/"))
-        await asyncio.sleep(0.1)
         assert not waiting.done()
         await client.close()
         with pytest.raises(ConnectFailed, match="closed"):
