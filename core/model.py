@@ -55,6 +55,13 @@ class ModelInfo:
         ids = [] if self.primary_eos_token_id is None else [self.primary_eos_token_id]
         return ids + [i for i in self.extra_eos_token_ids if i not in ids]
 
+    @property
+    def max_token_id(self) -> int:
+        """The highest id a prompt or an engine may use: vLLM's renderer bound, the larger of the
+        tokenizer's highest id and config.json's `vocab_size - 1` (embedding padding rows count)."""
+        vocab_size = self.hf_config.get("vocab_size") if isinstance(self.hf_config, dict) else None
+        return max(self.tokenizer.max_token_id, vocab_size - 1 if isinstance(vocab_size, int) else 0)
+
     def is_served(self, model: str | None) -> bool:
         """A missing or empty model is always accepted (spec 1)."""
         return not model or model in self.served_model_names

@@ -252,8 +252,7 @@ def check_request(req: GenerateRequestIn, model: ModelInfo) -> Sampling:
             f"output_mode={req.output_mode!r} requires a tokenizer, but this server does not load one "
             "(--tokens-only or --skip-tokenizer-init). Send the request to a server that loads a tokenizer, "
             "or use output_mode='tokens'.")
-    vocab_size = model.hf_config.get("vocab_size") if isinstance(model.hf_config, dict) else None
-    top = max(model.tokenizer.max_token_id, vocab_size - 1 if isinstance(vocab_size, int) else 0)
+    top = model.max_token_id
     bad = next((i for i in req.token_ids if i > top), None)
     if bad is not None:
         raise bad_request(f"Token id {bad} is out of vocabulary")

@@ -398,9 +398,7 @@ def reused_prompt_ids(model: ModelInfo, request: ChatCompletionRequest) -> list[
     if not isinstance(ids, list) or not ids or any(type(x) is not int or x < 0 for x in ids):
         raise VLLMValidationError("`kv_transfer_params['prompt_token_ids']` must be a non-empty list of "
                                   "non-negative integers.", parameter=REUSED_IDS_PARAM)
-    vocab = model.hf_config.get("vocab_size")
-    top = max(model.tokenizer.max_token_id, vocab - 1 if isinstance(vocab, int) else -1)
-    if max(ids) > top:
+    if max(ids) > model.max_token_id:
         raise VLLMValidationError(f"Token id {max(ids)} is out of vocabulary", parameter=REUSED_IDS_PARAM)
     return ids
 

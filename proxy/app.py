@@ -15,7 +15,9 @@ from typing import Any, Callable, TypeVar
 
 from aiohttp import web
 
+from core.derender.settings import DerenderSettings
 from core.model import ModelInfo
+from core.render import RenderOptions
 from proxy.config import ServerConfig
 from proxy.http import error_middleware
 
@@ -32,8 +34,14 @@ class AppState:
     config: ServerConfig
     model: ModelInfo
     executor: ThreadPoolExecutor
+    # the server's render and derender settings, resolved once at start-up
+    derender: DerenderSettings
     # filled by the modules that own them (engine pool, metrics, ...)
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def render(self) -> RenderOptions:
+        return self.derender.render
 
     async def run_cpu(self, size: int, fn: Callable[..., T], *args: Any) -> T:
         """Run CPU-heavy work inline when small, in the bounded thread pool when large."""
@@ -55,6 +63,7 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
     import importlib
 
     from proxy import access_log, auth, cors, lifecycle, metrics
+    from proxy.engine import pool as engine_pool
 
     app = web.Application(middlewares=[
         access_log.observe,  # outermost: request id, request metrics, one JSON access-log line
@@ -67,14 +76,17 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
     access_log.install(app, enabled=config.access_log)
     cors.install(app, config)
     lifecycle.install(app, config.shutdown_timeout)
+    # parser flags the tokenizer cannot support fail here, at start-up (ValueError naming the flag)
+    settings = DerenderSettings.from_config(config, model)
     threads = config.render_threads or (os.cpu_count() or 1)
-    app[STATE] = AppState(config=config, model=model,
+    app[STATE] = AppState(config=config, model=model, derender=settings,
                           executor=ThreadPoolExecutor(max_workers=threads, thread_name_prefix="render"))
 
     async def _close_executor(app: web.Application) -> None:
         app[STATE].executor.shutdown(wait=False, cancel_futures=True)
 
     app.on_cleanup.append(_close_executor)
+    engine_pool.install(app, config, app.get(metrics.METRICS))  # shared by every front door
     app.on_startup.append(_freeze_startup_heap)
     for name in [*ROUTE_MODULES, *(extra_route_modules or [])]:
         importlib.import_module(name).setup(app)

@@ -1,16 +1,18 @@
-"""Derender: engine token ids -> OpenAI chat / completion responses and stream chunks.
+"""Derender: engine token ids -> every API's responses and streams, through one machine.
 
-* `nonstream.derender_chat` / `derender_completion`: whole responses (spec 2.4, 2.5);
-* `stream.ChatStreamDerenderer` / `CompletionStreamDerenderer`: per-choice streaming state
-  machines, usable in-process (front door) or through `stream_state` (raw endpoints);
-* `stream.derender_chat_stream` / `derender_completion_stream`: the raw streaming calls;
-* `state`: the `stream_state` codec; `checks`: pre-decode bounds; `output`: response dicts.
+* `choice.ChoiceDerender`: the one per-choice machine (text, parsers, logprobs, finish rules,
+  the max_tokens cap), emitting neutral `ChoiceEvent`s and building `ChoiceResult`s;
+* `session.DerenderSession`: the choices of one front-door request (several prompts, n each),
+  the engine's output checked, abort decisions;
+* `adapters/`: the events and results in each API's shapes;
+* `raw`: the raw `/derender` endpoint calls (spec 2.4, 2.5, 5), their state in `stream_state`
+  (`state`: the codec; `checks`: pre-decode bounds);
+* `spec.OutputSpec`: what one request asks; `settings.DerenderSettings`: the server's side, built
+  once at start-up; `text`: stop tokens, detokenizer, stop strings.
 """
 
-from core.derender.nonstream import derender_chat, derender_completion
+from core.derender.raw import derender_chat, derender_chat_stream, derender_completion, derender_completion_stream
 from core.derender.settings import DerenderSettings
-from core.derender.stream import (ChatStreamDerenderer, CompletionStreamDerenderer, derender_chat_stream,
-                                  derender_completion_stream)
 
-__all__ = ["ChatStreamDerenderer", "CompletionStreamDerenderer", "DerenderSettings", "derender_chat",
-           "derender_chat_stream", "derender_completion", "derender_completion_stream"]
+__all__ = ["DerenderSettings", "derender_chat", "derender_chat_stream", "derender_completion",
+           "derender_completion_stream"]

@@ -1,167 +1,318 @@
-"""One output sequence's text: stop token, detokenizer, stop strings, min_tokens.
+"""The one per-choice derender machine: engine chunks of one choice -> neutral events.
 
-* `DecodeOptions.for_chat / for_completion`: the request's decode knobs, read once.
-* `decode_complete(...)`: a whole output, vLLM's non-streaming rules (spec 2.4 steps 3-5: a
-  stop string is cut only when the engine said `finish_reason:"stop"`).
-* `ChoiceDecoder`: the streaming form. Each `step(ids, finish_reason, stop_reason)` returns the
-  new text. Stop strings are matched as text arrives (the engine cannot: spec 0.3), holding
-  back only the ambiguous tail; on a match the step reports `finish_reason:"stop"`,
-  `stop_reason` the string, how many of the chunk's ids were used, and the decoder is done.
-  Its state is a short JSON list (`to_state` / `from_state`).
+Every output goes through `ChoiceDerender`: the front door's chat and completion streams and
+non-streamed answers, the raw `/derender` endpoints (its state rides in `stream_state`), and the
+Responses and Messages APIs. It owns every rule that decides what a choice says:
+
+* text: stop token, incremental detokenizer, stop strings held back and cut, min_tokens
+  (`core.derender.text`);
+* parsing: reasoning / content / tool-call deltas, the parser's finish flush merged into the
+  finishing chunk (`merge_deltas`, the one merge), the `tool_calls` finish rule;
+* metadata: logprobs sliced to the ids kept (a stop-string cut drops later positions), resolved
+  in the chat or completion shape with the byte-fallback context and text offsets carried;
+  the ids kept; output token counts;
+* the cap: past the engine's `max_tokens` the choice ends with "length" whatever the engine does.
+
+`step` emits a `ChoiceEvent` per engine chunk (streams); `collect` + `result` build the
+non-streamed answer by vLLM's non-streaming parse, so a stream and its non-streamed answer share
+every rule but the parse (whose agreement is property-tested per parser family). The output
+shapes are the adapters' business (`core.derender.adapters`). Per step the work is O(new tokens)
+(plus, with a parser, the current tool call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from core.detokenizer import IncrementalDetokenizer, decode_params
-from core.model import ModelInfo
-from core.stop import StopStringMatcher, cut_at_stop_string, drop_stop_token, normalize_stop
+from core.derender.spec import OutputSpec
+from core.derender.text import TextDecoder, TextStep, decode_complete
+from core.logprobs import TokenTexts, completion_logprobs, context_tail, normalize_content, resolve_chat_logprobs
+
+_NO_IDS: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class DecodeOptions:
-    skip_special_tokens: bool = True
-    spaces_between_special_tokens: bool = True
-    stop: tuple[str, ...] = ()
-    include_stop_str_in_output: bool = False
-    min_tokens: int = 0
-    ignore_eos: bool = False
-    stop_token_ids: tuple[int, ...] = ()
+def merge_deltas(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Join two parser deltas of one chunk (a feed and the finish flush): texts concatenated, an
+    argument fragment of the call the first ended with appended to it."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    merged = {"reasoning": _join(first.get("reasoning"), second.get("reasoning")),
+              "content": _join(first.get("content"), second.get("content")),
+              "tool_calls": [dict(c) for c in first.get("tool_calls") or ()]}
+    for call in second.get("tool_calls") or ():
+        last = merged["tool_calls"][-1] if merged["tool_calls"] else None
+        if (last is not None and last["index"] == call["index"] and "id" not in call and "type" not in call
+                and last.get("function") is not None and call.get("function") is not None
+                and set(call["function"]) <= {"arguments"}):
+            fn = dict(last["function"])
+            fn["arguments"] = (fn.get("arguments") or "") + (call["function"].get("arguments") or "")
+            last["function"] = fn
+        else:
+            merged["tool_calls"].append(call)
+    return merged
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    if a and b:
+        return a + b
+    return a or b or None
+
+
+def merge_logprobs(parts: Sequence[dict[str, Any] | None], completion: bool) -> dict[str, Any] | None:
+    """Concatenate per-chunk logprobs of one shape (None when no part has any)."""
+    present = [p for p in parts if p is not None]
+    if not present:
+        return None
+    if completion:
+        merged: dict[str, list] = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+        for part in present:
+            for key in merged:
+                merged[key].extend(part[key])
+        return merged
+    content: list[Any] = []
+    for part in present:
+        content.extend(part.get("content") or [])
+    return {"content": content}
+
+
+class ChoiceEvent:
+    """What one engine chunk of one choice says, before any API's shape.
+
+    `content` is the plain text without a parser (possibly "": the chunk completed no character),
+    the parser's content delta (or None) with one. `stop_reason` is the engine's (or the matched
+    stop string); `eos_stop` says it is the tokenizer's own EOS, which `vllm serve` reports as null."""
+
+    __slots__ = ("index", "first", "text", "reasoning", "content", "tool_calls", "parsed", "token_ids",
+                 "logprobs", "finish_reason", "stop_reason", "eos_stop", "num_tokens")
+
+    def __init__(self, index: int, first: bool, text: str, reasoning: str | None, content: str | None,
+                 tool_calls: list[dict[str, Any]], parsed: bool, token_ids: list[int] | None,
+                 logprobs: dict[str, Any] | None, finish_reason: str | None, stop_reason: int | str | None,
+                 eos_stop: bool, num_tokens: int) -> None:
+        self.index = index
+        self.first = first              # the choice's first event (role, echo, prompt ids go here)
+        self.text = text                # the decoded text of this chunk
+        self.reasoning = reasoning
+        self.content = content
+        self.tool_calls = tool_calls    # tool-call deltas: the first of a call has id, type and name
+        self.parsed = parsed            # a parser produced reasoning / content / tool_calls
+        self.token_ids = token_ids      # the chunk's ids kept (None: the engine chunk had none)
+        self.logprobs = logprobs        # in the spec's shape; None when not asked for or hidden
+        self.finish_reason = finish_reason
+        self.stop_reason = stop_reason
+        self.eos_stop = eos_stop
+        self.num_tokens = num_tokens    # output tokens of the choice so far
+
+    @property
+    def serve_stop_reason(self) -> int | str | None:
+        """`vllm serve` stops on the tokenizer's EOS with stop_reason null (a tokens-only engine
+        reports it as a stop token id: spec 2.3)."""
+        return None if self.eos_stop else self.stop_reason
+
+
+class ChoiceResult:
+    """A whole choice: the non-streamed answer's parts, before any API's shape."""
+
+    __slots__ = ("index", "text", "reasoning", "content", "tool_calls", "token_ids", "logprobs", "finish_reason",
+                 "stop_reason", "eos_stop", "num_tokens")
+
+    def __init__(self, index: int, text: str, reasoning: str | None, content: str | None,
+                 tool_calls: list[dict[str, Any]], token_ids: list[int], logprobs: dict[str, Any] | None,
+                 finish_reason: str | None, stop_reason: int | str | None, eos_stop: bool, num_tokens: int) -> None:
+        self.index = index
+        self.text = text                # the decoded text (completions; chat without a parser)
+        self.reasoning = reasoning
+        self.content = content
+        self.tool_calls = tool_calls    # complete calls: {"id", "type": "function", "function": {name, arguments}}
+        self.token_ids = token_ids
+        self.logprobs = logprobs
+        self.finish_reason = finish_reason
+        self.stop_reason = stop_reason
+        self.eos_stop = eos_stop
+        self.num_tokens = num_tokens
+
+    @property
+    def serve_stop_reason(self) -> int | str | None:
+        return None if self.eos_stop else self.stop_reason
+
+
+class ChoiceDerender:
+    """One choice's derender: live objects (decoder, parser state), driven one engine chunk at a
+    time. Cheap to build; `state()` / `restore()` carry it through `stream_state`."""
+
+    __slots__ = ("spec", "index", "text", "parser_state", "started", "logprob_context", "logprob_offset",
+                 "output_tokens", "engine_done", "_texts", "_pieces", "_text_ids", "_kept_ids", "_logprob_parts",
+                 "_finish", "_stop_reason")
+
+    def __init__(self, spec: OutputSpec, index: int, text: TextDecoder, parser_state: dict[str, Any] | None = None,
+                 *, started: bool = False, logprob_context: Sequence[int] = (), logprob_offset: int = 0,
+                 output_tokens: int = 0) -> None:
+        self.spec = spec
+        self.index = index
+        self.text = text
+        self.parser_state = parser_state
+        self.started = started                  # an event was emitted (the role went out)
+        self.logprob_context = list(logprob_context)  # last sampled ids, for byte-fallback repair
+        self.logprob_offset = logprob_offset    # completions' text_offset of the next position
+        self.output_tokens = output_tokens
+        self.engine_done = False                # the engine finished it (no abort needed)
+        self._texts = TokenTexts.of(spec.settings.model.tokenizer)
+        # the non-streamed answer's parts (collect)
+        self._pieces: list[str] = []
+        self._text_ids: list[int] = []
+        self._kept_ids: list[int] = []
+        self._logprob_parts: list[dict[str, Any] | None] = []
+        self._finish: str | None = None
+        self._stop_reason: int | str | None = None
 
     @classmethod
-    def from_request(cls, request: Any, *, preserve_special: bool = False) -> DecodeOptions:
-        """From a Chat/CompletionRequest (or None). `preserve_special`: a parser reads markers."""
-        if request is None:
-            skip, spaces = decode_params(None, False if preserve_special else None, None)
-            return cls(skip_special_tokens=skip, spaces_between_special_tokens=spaces)
-        skip, spaces = decode_params(None, False if preserve_special else request.skip_special_tokens,
-                                     request.spaces_between_special_tokens)
-        return cls(skip_special_tokens=skip, spaces_between_special_tokens=spaces,
-                   stop=tuple(normalize_stop(request.stop)),
-                   include_stop_str_in_output=bool(request.include_stop_str_in_output),
-                   min_tokens=request.min_tokens or 0, ignore_eos=bool(request.ignore_eos),
-                   stop_token_ids=tuple(request.stop_token_ids or ()))
+    def start(cls, spec: OutputSpec, index: int, prompt_token_ids: Sequence[int] | None,
+              logprob_offset: int = 0) -> ChoiceDerender:
+        parser = spec.parser
+        return cls(spec, index, TextDecoder.start(spec.settings.model, spec.text, prompt_token_ids),
+                   parser.start(prompt_token_ids) if parser is not None else None, logprob_offset=logprob_offset)
 
+    @property
+    def finished(self) -> bool:
+        return self.text.done
 
-def drop_stop(model: ModelInfo, opts: DecodeOptions, token_ids: Sequence[int], finish_reason: str | None,
-              stop_reason: int | str | None) -> tuple[Sequence[int], int | str | None]:
-    return drop_stop_token(token_ids, finish_reason, stop_reason, primary_eos_id=model.primary_eos_token_id,
-                           eos_ids=model.eos_token_ids, stop_token_ids=opts.stop_token_ids,
-                           ignore_eos=opts.ignore_eos,
-                           include_stop_str_in_output=opts.include_stop_str_in_output)
+    # -- one engine chunk ---------------------------------------------------------------------
 
-
-def decode_complete(model: ModelInfo, opts: DecodeOptions, token_ids: Sequence[int], finish_reason: str | None,
-                    stop_reason: int | str | None, seed_ids: Sequence[int] | None) -> tuple[str, int | str | None]:
-    """(text, stop_reason) of a whole output, as vLLM's non-streaming derender decodes it."""
-    reported = stop_reason
-    ids, stop_reason = drop_stop(model, opts, token_ids, finish_reason, stop_reason)
-    if finish_reason != "stop" or (isinstance(reported, int) and not isinstance(reported, bool)):
-        stops: Sequence[str] = ()
-    elif isinstance(reported, str):
-        stops = [reported]
-    else:
-        stops = opts.stop
-    detok = IncrementalDetokenizer.seeded(model.tokenizer, seed_ids, skip_special_tokens=opts.skip_special_tokens,
-                                          spaces_between_special_tokens=opts.spaces_between_special_tokens)
-    head = detok.feed(ids[:opts.min_tokens]) if opts.min_tokens else ""
-    tail = detok.feed(ids[opts.min_tokens:])
-    text, matched = cut_at_stop_string(head + tail, len(tail), stops, opts.include_stop_str_in_output)
-    if matched is not None:
-        stop_reason = matched
-    return text, stop_reason
-
-
-@dataclass
-class Step:
-    """What one engine chunk of one choice produced."""
-
-    text: str
-    used_ids: Sequence[int]        # the chunk's ids up to a stop-string cut (all of them otherwise)
-    finish_reason: str | None
-    stop_reason: int | str | None
-    finished: bool                 # this step ended the choice (engine finish or stop string)
-
-
-class ChoiceDecoder:
-    """Streaming text of one choice. Cheap to build; state is `to_state()`."""
-
-    __slots__ = ("model", "opts", "detok", "matcher", "decoded", "done")
-
-    def __init__(self, model: ModelInfo, opts: DecodeOptions, detok: IncrementalDetokenizer,
-                 matcher: StopStringMatcher | None, decoded: int = 0, done: bool = False) -> None:
-        self.model = model
-        self.opts = opts
-        self.detok = detok
-        self.matcher = matcher
-        self.decoded = decoded  # ids fed to the detokenizer (for min_tokens)
-        self.done = done
-
-    @classmethod
-    def start(cls, model: ModelInfo, opts: DecodeOptions, prompt_token_ids: Sequence[int] | None) -> ChoiceDecoder:
-        detok = IncrementalDetokenizer.seeded(model.tokenizer, prompt_token_ids,
-                                              skip_special_tokens=opts.skip_special_tokens,
-                                              spaces_between_special_tokens=opts.spaces_between_special_tokens)
-        matcher = StopStringMatcher(opts.stop, opts.include_stop_str_in_output) if opts.stop else None
-        return cls(model, opts, detok, matcher)
-
-    def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None) -> Step:
-        if self.done:
-            return Step("", (), None, None, False)
-        if finish_reason == "stop":
-            ids, stop_reason = drop_stop(self.model, self.opts, token_ids, finish_reason, stop_reason)
-        else:
-            ids = token_ids
-        matcher = self.matcher
-        if matcher is None:
-            text = self.detok.feed(ids)
-            self.decoded += len(ids)
-            used: Sequence[int] = token_ids
-        else:
-            parts = []
-            used = token_ids
-            min_tokens = self.opts.min_tokens
-            step = self.detok.step
-            for j, tid in enumerate(ids):
-                piece = step(tid)
-                self.decoded += 1
-                parts.append(matcher.feed(piece, countable=self.decoded > min_tokens))
-                if matcher.matched is not None:
-                    used = token_ids[:j + 1]
-                    finish_reason, stop_reason = "stop", matcher.matched
-                    break
-            if matcher.matched is None and finish_reason is not None:
-                parts.append(matcher.flush())
-            text = "".join(parts)
+    def _decode(self, token_ids: Sequence[int] | None, finish_reason: str | None, stop_reason: int | str | None,
+                logprobs: list[dict[str, Any]] | None, has_logprobs: bool
+                ) -> tuple[TextStep, list[int] | None, dict[str, Any] | None]:
+        """The text stage and the metadata of one chunk: (text step, ids kept, logprobs)."""
         if finish_reason is not None:
-            self.done = True
-        return Step(text, used, finish_reason, stop_reason, finish_reason is not None)
+            self.engine_done = True
+        ids: Sequence[int] = token_ids or _NO_IDS
+        cap = self.spec.max_tokens
+        if cap is not None and finish_reason is None and self.output_tokens + len(ids) > cap:
+            # the engine went past its max_tokens: end here, as it should have (the caller aborts it)
+            ids = ids[:max(0, cap - self.output_tokens)]
+            finish_reason, stop_reason = "length", None
+        step = self.text.step(ids, finish_reason, stop_reason)
+        kept = step.kept
+        self.output_tokens += kept
+        kept_ids = None if token_ids is None else list(ids[:kept]) if kept < len(ids) else list(ids)
+        resolved = None
+        spec = self.spec
+        if not spec.hide_metadata and (spec.logprobs or (spec.logprobs is None and has_logprobs)):
+            content = logprobs if logprobs is None or kept >= len(logprobs) else logprobs[:kept]
+            resolved = resolve_chat_logprobs(self._texts, content, spec.top_limit, self.logprob_context)
+            if spec.completion_logprobs:
+                resolved = completion_logprobs(resolved, content, self.logprob_offset)
+                if resolved["tokens"]:
+                    self.logprob_offset = resolved["text_offset"][-1] + len(resolved["tokens"][-1])
+                else:
+                    self.logprob_offset += len(step.text)
+        elif spec.completion_logprobs:
+            self.logprob_offset += len(step.text)
+        if kept:
+            self.logprob_context = context_tail(self.logprob_context, ids[:kept])
+        return step, kept_ids, resolved
 
-    # -- state --------------------------------------------------------------------------
+    def _eos_stop(self, finish_reason: str | None, stop_reason: int | str | None) -> bool:
+        model = self.spec.settings.model
+        return (finish_reason == "stop" and stop_reason is not None and stop_reason == model.primary_eos_token_id
+                and stop_reason not in self.spec.text.stop_token_ids)
 
-    def to_state(self) -> list[Any]:
-        return [self.detok.to_state(), None if self.matcher is None else self.matcher.to_state(),
-                self.decoded, self.done]
+    def step(self, token_ids: Sequence[int] | None, finish_reason: str | None, stop_reason: int | str | None,
+             logprobs: list[dict[str, Any]] | None = None, has_logprobs: bool = False) -> ChoiceEvent | None:
+        """One engine chunk (streams) -> its event; None once the choice has ended (a stop string or
+        the cap ended it before the engine did: later chunks are dropped). `logprobs` is the chunk's
+        normalized `logprobs.content`; `has_logprobs` whether the chunk had a logprobs object."""
+        if self.text.done:
+            return None
+        step, kept_ids, resolved = self._decode(token_ids, finish_reason, stop_reason, logprobs, has_logprobs)
+        first = not self.started
+        self.started = True
+        finish = step.finish_reason
+        parser = self.spec.parser
+        if parser is None:
+            reasoning, content, calls = None, step.text, []
+        else:
+            pstate = self.parser_state
+            parsed = parser.feed(pstate, step.text, step.text_ids) if (step.text or step.text_ids) else None
+            if finish is not None:
+                parsed = merge_deltas(parsed, parser.finish(pstate))
+                finish = parser.finish_reason(pstate, finish)
+            if parsed is None:
+                reasoning, content, calls = None, None, []
+            else:
+                reasoning, content, calls = parsed.get("reasoning"), parsed.get("content"), parsed.get("tool_calls") or []
+        return ChoiceEvent(self.index, first, step.text, reasoning, content, calls, parser is not None, kept_ids,
+                           resolved, finish, step.stop_reason, self._eos_stop(step.finish_reason, step.stop_reason),
+                           self.output_tokens)
+
+    def step_engine(self, choice: dict[str, Any]) -> ChoiceEvent | None:
+        """`step` for one choice of an engine event, a plain dict (either logprob shape)."""
+        logprobs = choice.get("logprobs")
+        return self.step(choice.get("token_ids"), choice.get("finish_reason"), choice.get("stop_reason"),
+                         normalize_content(logprobs.get("content")) if isinstance(logprobs, dict) else None,
+                         logprobs is not None)
+
+    # -- the non-streamed answer --------------------------------------------------------------
+
+    def collect(self, choice: dict[str, Any]) -> None:
+        """Non-streamed answers: accumulate one engine chunk (the parser runs once, in `result`)."""
+        if self.text.done:
+            return
+        logprobs = choice.get("logprobs")
+        step, kept_ids, resolved = self._decode(
+            choice.get("token_ids"), choice.get("finish_reason"), choice.get("stop_reason"),
+            normalize_content(logprobs.get("content")) if isinstance(logprobs, dict) else None, logprobs is not None)
+        self._pieces.append(step.text)
+        self._text_ids.extend(step.text_ids)
+        if kept_ids:
+            self._kept_ids.extend(kept_ids)
+        self._logprob_parts.append(resolved)
+        if step.finish_reason is not None:
+            self._finish, self._stop_reason = step.finish_reason, step.stop_reason
+
+    def result(self, prompt_token_ids: Sequence[int] | None) -> ChoiceResult:
+        """The collected choice by vLLM's non-streaming rules (the parser sees the whole text)."""
+        return self._assemble("".join(self._pieces), self._text_ids, self._kept_ids,
+                              merge_logprobs(self._logprob_parts, self.spec.completion_logprobs),
+                              self._finish, self._stop_reason, prompt_token_ids)
 
     @classmethod
-    def from_state(cls, model: ModelInfo, opts: DecodeOptions, state: Any) -> ChoiceDecoder:
-        if not (isinstance(state, list) and len(state) == 4):
-            raise ValueError("decoder state must be [detokenizer, stop matcher, decoded, done]")
-        detok_state, matcher_state, decoded, done = state
-        if not isinstance(decoded, int) or isinstance(decoded, bool) or decoded < 0 or not isinstance(done, bool):
-            raise ValueError("decoder counters are malformed")
-        detok = IncrementalDetokenizer.from_state(model.tokenizer, detok_state,
-                                                  skip_special_tokens=opts.skip_special_tokens,
-                                                  spaces_between_special_tokens=opts.spaces_between_special_tokens)
-        if opts.stop:
-            if matcher_state is None:
-                raise ValueError("stop strings were added after the stream started")
-            matcher = StopStringMatcher.from_state(opts.stop, opts.include_stop_str_in_output, matcher_state)
+    def whole(cls, spec: OutputSpec, index: int, seed_ids: Sequence[int] | None, token_ids: Sequence[int],
+              finish_reason: str | None, stop_reason: int | str | None, logprobs: list[dict[str, Any]] | None,
+              has_logprobs: bool, parser_prompt_ids: Sequence[int] | None) -> ChoiceResult:
+        """A whole output by vLLM's non-streaming derender (spec 2.4, 2.5): the text cut at a stop
+        string only when the engine said it stopped, logprobs of every position."""
+        choice = cls(spec, index, TextDecoder.start(spec.settings.model, spec.text, ()))
+        text, stop_reason = decode_complete(spec.settings.model, spec.text, token_ids, finish_reason, stop_reason,
+                                            seed_ids)
+        resolved = None
+        if has_logprobs and not spec.hide_metadata:
+            resolved = resolve_chat_logprobs(choice._texts, logprobs, spec.top_limit)
+            if spec.completion_logprobs:
+                resolved = completion_logprobs(resolved, logprobs)
+        choice.output_tokens = len(token_ids)
+        return choice._assemble(text, token_ids, list(token_ids), resolved, finish_reason, stop_reason,
+                                parser_prompt_ids)
+
+    def _assemble(self, text: str, text_ids: Sequence[int], kept_ids: list[int], logprobs: dict[str, Any] | None,
+                  finish_reason: str | None, stop_reason: int | str | None,
+                  prompt_token_ids: Sequence[int] | None) -> ChoiceResult:
+        parser = self.spec.parser
+        if parser is None:
+            reasoning, content, calls = None, text, []
         else:
-            if matcher_state is not None:
-                raise ValueError("stop strings were removed after the stream started")
-            matcher = None
-        return cls(model, opts, detok, matcher, decoded, done)
+            reasoning, content, calls = parser.parse_complete(text, text_ids, prompt_token_ids)
+        finish = self.spec.resolve_finish(finish_reason, bool(calls))
+        return ChoiceResult(self.index, text, reasoning, content, calls, kept_ids, logprobs, finish, stop_reason,
+                            self._eos_stop(finish_reason, stop_reason), self.output_tokens)
+
+    # -- stream_state --------------------------------------------------------------------------
+
+    def restore_counters(self, *, started: bool, logprob_context: Sequence[int], logprob_offset: int,
+                         output_tokens: int) -> None:
+        self.started = started
+        self.logprob_context = list(logprob_context)
+        self.logprob_offset = logprob_offset
+        self.output_tokens = output_tokens

@@ -66,7 +66,7 @@ class StreamState:
     server: str
     request: str
     index: int | None
-    decoder: Any            # core.derender.choice.ChoiceDecoder.to_state()
+    decoder: Any            # core.derender.text.TextDecoder.to_state()
     role_sent: bool = False
     logprob_context: list[int] | None = None
     text_offset: int = 0

@@ -481,16 +481,13 @@ def _granted(waiter: _Waiter) -> _Slot | None:
 POOL: web.AppKey[EnginePool] = web.AppKey("engine_pool", EnginePool)
 
 
-def install(app: web.Application) -> None:
-    """Create the pool now; open the shared engine connections and start health checks at start-up."""
-    from proxy.app import STATE
-    from proxy.metrics import METRICS
-
-    config = app[STATE].config
+def install(app: web.Application, config: Any, metrics: Any = None) -> None:
+    """Create the pool from the server's config (`proxy.config.ServerConfig`) now; open the shared
+    engine connections and start health checks at start-up."""
     pool = EnginePool(config.engine_url, api_key=config.engine_api_key,
                       timeouts=EngineTimeouts(config.engine_connect_timeout, config.engine_first_token_timeout,
                                               config.engine_idle_timeout),
-                      affinity_tokens=config.prefix_affinity_tokens, metrics=app.get(METRICS),
+                      affinity_tokens=config.prefix_affinity_tokens, metrics=metrics,
                       max_concurrency=config.engine_max_concurrency, queue_timeout=config.engine_queue_timeout,
                       max_queue=config.engine_max_queue,
                       failure_threshold=config.engine_failure_threshold, cooldown=config.engine_cooldown)

@@ -14,25 +14,15 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from core.derender import (DerenderSettings, derender_chat, derender_chat_stream, derender_completion,
+from core.derender import (derender_chat, derender_chat_stream, derender_completion,
                            derender_completion_stream)
 from core.errors import RequestError, validation_error
 from core.logprobs import TokenTexts
 from core.protocol.derender import validate_derender_body
 from core.protocol.generate import prevalidate_logprobs
-from proxy.app import INLINE_WORK_CHARS, STATE, AppState
+from proxy.app import INLINE_WORK_CHARS, STATE
 from proxy.http import read_json_object
 
-SETTINGS = "derender_settings"
-
-
-def derender_settings(state: AppState) -> DerenderSettings:
-    """The app's DerenderSettings, built once from its ServerConfig (also usable by other routes)."""
-    settings = state.extras.get(SETTINGS)
-    if settings is None:
-        settings = DerenderSettings.from_config(state.config, state.model)
-        state.extras[SETTINGS] = settings
-    return settings
 
 
 async def _read_body(request: web.Request) -> Any:
@@ -80,7 +70,7 @@ async def _derender(request: web.Request, chat: bool) -> web.Response:
     state = request.app[STATE]
     body = await _read_body(request)
     size = len(await request.read()) * WORK_PER_BODY_BYTE  # aiohttp caches the body
-    settings = derender_settings(state)
+    settings = state.derender
 
     def work() -> bytes:
         if size >= INLINE_WORK_CHARS:
@@ -104,7 +94,6 @@ async def completion_derender(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    settings = derender_settings(app[STATE])
-    TokenTexts.of(settings.model.tokenizer)  # per-tokenizer caches, built at start-up
+    TokenTexts.of(app[STATE].model.tokenizer)  # per-tokenizer caches, built at start-up
     app.router.add_post("/v1/chat/completions/derender", chat_derender)
     app.router.add_post("/v1/completions/derender", completion_derender)

@@ -11,21 +11,9 @@ from aiohttp import web
 
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.completion import CompletionRequest
-from core.render import RenderOptions, render_chat, render_completion, request_size, warm_up
-from proxy.app import STATE, AppState
+from core.render import render_chat, render_completion, request_size, warm_up
+from proxy.app import STATE
 from proxy.http import json_response, read_json_object, validate
-
-RENDER_OPTIONS = "render_options"
-
-
-def render_options(state: AppState) -> RenderOptions:
-    """The app's RenderOptions, built once from its ServerConfig (shared with the front door)."""
-    options = state.extras.get(RENDER_OPTIONS)
-    if options is None:
-        options = RenderOptions.from_config(state.config)
-        state.extras[RENDER_OPTIONS] = options
-    return options
-
 
 def _request_id_header(request: web.Request) -> str | None:
     # vLLM uses the header whenever it is present, even when empty
@@ -36,7 +24,7 @@ async def chat_render(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await read_json_object(request)
     chat = validate(ChatCompletionRequest, body)
-    result = await state.run_cpu(request_size(chat), render_chat, state.model, render_options(state), chat,
+    result = await state.run_cpu(request_size(chat), render_chat, state.model, state.render, chat,
                                  _request_id_header(request))
     return json_response(result)
 
@@ -45,13 +33,12 @@ async def completion_render(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await read_json_object(request)
     completion = validate(CompletionRequest, body)
-    result = await state.run_cpu(request_size(completion), render_completion, state.model, render_options(state),
+    result = await state.run_cpu(request_size(completion), render_completion, state.model, state.render,
                                  completion, _request_id_header(request))
     return json_response(result)
 
 
 def setup(app: web.Application) -> None:
-    render_options(app[STATE])  # unknown parser names fail here, at start-up
     warm_up(app[STATE].model)
     app.router.add_post("/v1/chat/completions/render", chat_render)
     app.router.add_post("/v1/completions/render", completion_render)

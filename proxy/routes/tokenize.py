@@ -18,7 +18,6 @@ from core.protocol.tokenize import DetokenizeRequest, TokenizeChatRequest, Token
 from core.render import UNTRUSTED_TEMPLATE, RenderOptions, TokenBudget, check_model, merge_kwargs, render_chat_ids
 from proxy.app import STATE
 from proxy.http import json_response, read_json_object, validate
-from proxy.routes.render import render_options
 
 
 def _parse_tokenize(body: dict[str, Any]) -> BaseModel:
@@ -61,7 +60,7 @@ async def tokenize_handler(request: web.Request) -> web.Response:
     parsed = _parse_tokenize(await read_json_object(request))
     size = len(parsed.prompt) if isinstance(parsed, TokenizeCompletionRequest) else sum(
         len(m.get("content")) if isinstance(m.get("content"), str) else 64 for m in parsed.messages)
-    result = await state.run_cpu(size, tokenize, state.model, render_options(state), parsed)
+    result = await state.run_cpu(size, tokenize, state.model, state.render, parsed)
     return json_response(result)
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.derender import DerenderSettings, derender_chat, derender_chat_stream, derender_completion_stream
-from core.derender.nonstream import derender_completion
+from core.derender import derender_completion
 from core.errors import RequestError
 from core.protocol.derender import validate_derender_body
 from core.render import RenderOptions
@@ -29,8 +29,8 @@ def plain(qwen3):
 
 @pytest.fixture(scope="module")
 def parsers(qwen3):
-    return DerenderSettings(model=qwen3, reasoning_parser="qwen3", tool_call_parser="hermes",
-                            enable_auto_tool_choice=True, render_options=RenderOptions.build())
+    return DerenderSettings.build(qwen3, reasoning_parser="qwen3", tool_call_parser="hermes",
+                            enable_auto_tool_choice=True)
 
 
 def chunk_body(ids, finish=None, stop_reason=None, index=0, usage=None, logprobs=None):
@@ -297,7 +297,7 @@ def test_parser_stream_needs_prompt_ids_only_on_first_call(parsers, qwen3):
 @pytest.mark.parametrize("field,keys", [("reasoning", ["reasoning"]), ("reasoning_content", ["reasoning_content"]),
                                         ("both", ["reasoning", "reasoning_content"])])
 def test_reasoning_field_option(qwen3, field, keys):
-    settings_ = DerenderSettings(model=qwen3, reasoning_parser="qwen3", render_options=RenderOptions.build(),
+    settings_ = DerenderSettings.build(qwen3, reasoning_parser="qwen3",
                                  reasoning_field=field)
     request = {"messages": [{"role": "user", "content": "hi"}]}
     ids = qwen3.tokenizer.encode("<think>\nhm\n</think>\n\nHi")
@@ -311,16 +311,17 @@ def test_reasoning_field_option(qwen3, field, keys):
 
 def test_in_process_engine_choices(plain, qwen3):
     """The front-door form: engine SSE choice dicts straight in, no serialization."""
-    from core.derender import ChatStreamDerenderer
+    from core.derender.choice import ChoiceDerender
+    from core.derender.spec import OutputSpec
 
     ids = qwen3.tokenizer.encode("in process 你好")
-    d = ChatStreamDerenderer.start(plain, None, PROMPT)
-    out = [d.step_engine_choice({"index": 0, "token_ids": [i], "finish_reason": None, "stop_reason": None,
-                                 "logprobs": {"content": [{"token_id": i, "logprob": -1.0, "rank": 1,
-                                                           "top_logprobs": []}]}})
+    d = ChoiceDerender.start(OutputSpec.for_raw_chat(plain, None, None), 0, PROMPT)
+    out = [d.step_engine({"index": 0, "token_ids": [i], "finish_reason": None, "stop_reason": None,
+                          "logprobs": {"content": [{"token_id": i, "logprob": -1.0, "rank": 1,
+                                                    "top_logprobs": []}]}})
            for i in ids]
-    assert "".join(c["delta"]["content"] or "" for c in out) == "in process 你好"
-    assert "".join(c["logprobs"]["content"][0]["token"] for c in out) == "in process 你好"
+    assert "".join(e.content for e in out) == "in process 你好"
+    assert "".join(e.logprobs["content"][0]["token"] for e in out) == "in process 你好"
 
 
 def test_metaspace_model_end_to_end():

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.derender import DerenderSettings, derender_chat, derender_chat_stream, derender_completion_stream
-from core.derender.nonstream import derender_completion
+from core.derender import derender_completion
 from core.derender.state import StateCodec
 from core.errors import RequestError
 from core.protocol.derender import validate_derender_body
@@ -41,8 +41,8 @@ def plain(qwen3):
 
 @pytest.fixture(scope="module")
 def parsers(qwen3):
-    return DerenderSettings(model=qwen3, reasoning_parser="qwen3", tool_call_parser="hermes",
-                            enable_auto_tool_choice=True, render_options=RenderOptions.build())
+    return DerenderSettings.build(qwen3, reasoning_parser="qwen3", tool_call_parser="hermes",
+                            enable_auto_tool_choice=True)
 
 
 def choice_dict(index, ids, finish, stop_reason, with_logprobs):

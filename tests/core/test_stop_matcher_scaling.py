@@ -188,13 +188,13 @@ WORDS = ["alpha", " beta", " gamma", " delta", "世界", " 🎉", "\n\n", " done
 @settings(max_examples=60, deadline=None)
 @given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=25), data=st.data())
 def test_choice_decoder_on_a_large_stop_list_equals_the_small_one(qwen3, words, data):
-    """Through the real caller (ChoiceDecoder, Qwen3 tokenizer, state round trips per chunk):
+    """Through the real caller (TextDecoder, Qwen3 tokenizer, state round trips per chunk):
     a 300-string list whose only reachable strings are a few (mostly spanning tokens), walked
     by the automaton, cuts exactly where the find path cuts the few, and where the
     non-streaming cut does."""
     import json as _json
 
-    from core.derender.choice import ChoiceDecoder, DecodeOptions, decode_complete
+    from core.derender.text import TextDecoder, TextOptions, decode_complete
 
     reachable = data.draw(st.lists(st.sampled_from(["a be", "a de", "界 🎉", "\n\n e", "ps a", "done!", "beta"]),
                                    min_size=1, max_size=3, unique=True))
@@ -210,16 +210,16 @@ def test_choice_decoder_on_a_large_stop_list_equals_the_small_one(qwen3, words, 
     chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
 
     def stream(stop: list[str]) -> tuple[str, object]:
-        opts = DecodeOptions(stop=tuple(stop), include_stop_str_in_output=include, min_tokens=min_tokens)
-        decoder, texts, reason = ChoiceDecoder.start(qwen3, opts, None), [], None
+        opts = TextOptions(stop=tuple(stop), include_stop_str_in_output=include, min_tokens=min_tokens)
+        decoder, texts, reason = TextDecoder.start(qwen3, opts, None), [], None
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
             step = decoder.step(chunk, "length" if last else None, None)
             texts.append(step.text)
-            if step.finished:
+            if step.finish_reason is not None:
                 reason = step.stop_reason
                 break
-            decoder = ChoiceDecoder.from_state(qwen3, opts, _json.loads(_json.dumps(decoder.to_state())))
+            decoder = TextDecoder.from_state(qwen3, opts, _json.loads(_json.dumps(decoder.to_state())))
         return "".join(texts), reason
 
     # the ordering of `big` decides ties, so compare with the reachable strings in that order
@@ -227,6 +227,6 @@ def test_choice_decoder_on_a_large_stop_list_equals_the_small_one(qwen3, words, 
     assert uses_automaton(big) and len(small) <= 3
     got = stream(big)
     assert got == stream(small)
-    opts = DecodeOptions(stop=tuple(big), include_stop_str_in_output=include, min_tokens=min_tokens)
+    opts = TextOptions(stop=tuple(big), include_stop_str_in_output=include, min_tokens=min_tokens)
     whole, reason = decode_complete(qwen3, opts, ids, "stop", None, None)
     assert got == (whole, reason if isinstance(reason, str) else None)

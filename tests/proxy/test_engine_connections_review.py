@@ -286,18 +286,25 @@ async def test_random_cancellations_and_failures_never_exceed_the_limit_nor_leak
     watcher = asyncio.create_task(watch())
     try:
         tasks = []
+        planned = {"ok": 0, "broken": 0, "cancelled": 0}
         for _ in range(60):
             name = rng.choice([b"a", b"b"])
             kind = rng.choice(["ok", "ok", "ok", "cut"])
-            task = asyncio.create_task(one(name, kind, rng.randrange(0, 30)))
-            tasks.append(task)
             if rng.random() < 0.3:
+                # the answer takes far longer than the cancellation, however slow the machine
+                task = asyncio.create_task(one(name, kind, 2000))
                 asyncio.get_running_loop().call_later(rng.random() * 0.05, task.cancel)
+                planned["cancelled"] += 1
+            else:
+                task = asyncio.create_task(one(name, kind, rng.randrange(0, 30)))
+                planned["ok" if kind == "ok" else "broken"] += 1
+            tasks.append(task)
             await asyncio.sleep(rng.random() * 0.005)
-        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
         assert [r for r in results if not isinstance(r, (asyncio.CancelledError, type(None)))] == []
-        assert len(outcomes) + cancelled == 60 and outcomes.count("ok") > 20 and cancelled > 5
+        assert cancelled == planned["cancelled"] > 0
+        assert (outcomes.count("ok"), outcomes.count("broken")) == (planned["ok"], planned["broken"])
         assert min(counts) >= 0 and max(counts) == 3  # used to the full, never past it
         assert peak <= 3
         assert not client._slot_waiters and client.open == idle_count(client)

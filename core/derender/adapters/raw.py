@@ -1,4 +1,4 @@
-"""Response dicts in vLLM 0.33's exact field sets and order (spec 2.4, 2.5).
+"""The raw derender endpoints' response dicts, in vLLM 0.33's exact field sets and order (spec 2.4, 2.5).
 
 vLLM dumps its pydantic response models in full (`model_dump()`, unset values `null`); we build
 the same dicts directly, so a streamed chunk costs a few dict literals and one orjson call.

@@ -1,0 +1,179 @@
+"""The one loop between engines and a client, for every front-door API.
+
+* `write_stream`: an SSE response driven by a `StreamWriter` (`core.derender.adapters.sse`): the
+  writer's head events leave with the first token, each batch of engine events becomes the
+  writer's events in one write, prompts whose choices all ended early (stop string, max_tokens
+  cap) have their engine requests aborted, and the writer's last events end the body. A batch
+  with many tokens is derendered in the thread pool, so one huge engine event cannot stall the
+  event loop.
+* `collect`: the same engine reads for a non-streamed answer, into the writer-less session.
+
+Failures: before the first token they are JSON errors (raised); after it, the writer's error
+event ends the stream, so a client never hangs. A client that goes away (the handler is
+cancelled, or a write fails) aborts every engine request of the run; a shutdown that outlasts
+`--shutdown-timeout` ends the stream with a 503 error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from core.derender.adapters.sse import StreamWriter
+from core.derender.session import DerenderSession, EngineOutputError
+from core.engine_request import engine_body
+from core.errors import RequestError
+from proxy import lifecycle
+from proxy.app import STATE
+from proxy.engine.client import EngineError, EngineStream, invalid_response
+from proxy.engine.run import EngineRun, all_or_none, client_error, merged, output_error
+
+log = logging.getLogger("derender_proxy.streaming")
+
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+SHUTDOWN = RequestError(lifecycle.SHUTTING_DOWN_MESSAGE, 503, "ServiceUnavailableError")
+# a batch carrying more tokens than this is derendered in the thread pool, not on the event loop
+OFFLOAD_TOKENS = 4096
+
+
+class SSEResponse(web.StreamResponse):
+    """An event stream whose headers leave with its first events, in one send.
+
+    aiohttp's StreamResponse sends its headers as soon as it is prepared; we prepare once the
+    engine's first token is in, so they would be a send of their own just before the first events.
+    A send costs tens of microseconds of system time (more on virtual machines), and two of them
+    sit on the time to first token; `web.Response` buffers its headers the same way."""
+
+    _send_headers_immediately = False
+
+
+def _tokens(batch: list[dict[str, Any]]) -> int:
+    count = 0
+    for event in batch:
+        choices = event.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                ids = choice.get("token_ids") if isinstance(choice, dict) else None
+                if isinstance(ids, list):
+                    count += len(ids)
+    return count
+
+
+async def _derender(request: web.Request, fn: Any, prompt: int, batch: list[dict[str, Any]]) -> Any:
+    """`fn(prompt, batch)`, in the thread pool when the batch is large (only this request's
+    coroutine touches its session, and it waits here)."""
+    tokens = _tokens(batch)
+    if tokens < OFFLOAD_TOKENS:
+        return fn(prompt, batch)
+    return await request.app[STATE].run_cpu(tokens, fn, prompt, batch)
+
+
+def _source_engine(sources: Sequence[tuple[EngineStream, Any]], prompt: int) -> Any:
+    return sources[prompt][0].engine if 0 <= prompt < len(sources) else None
+
+
+def client_gone() -> asyncio.CancelledError:
+    """The client went away while we wrote to it: the same as a cancelled handler (a 499 in the
+    access log, no traceback), not a server error."""
+    return asyncio.CancelledError()
+
+
+async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[tuple[EngineStream, dict | None]],
+                       writer: StreamWriter, head: list[bytes] | None = None) -> web.StreamResponse:
+    """Stream the engine's output to the client through `writer` (see the module docstring).
+    `head`: the writer's first events, when the caller made them before calling the engine."""
+    session = writer.session
+    resp = SSEResponse(headers=SSE_HEADERS)
+    try:
+        await resp.prepare(request)
+    except BaseException as exc:
+        run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            raise client_gone() from None
+        raise
+    unsent = writer.head() if head is None else head
+    cut = 0
+    try:
+        with lifecycle.track(request, run.abort_all) as tracked:
+            error: RequestError | None = None
+            prompt = 0
+            try:
+                async for prompt, batch in merged(sources, run.metrics):
+                    out = await _derender(request, writer.feed, prompt, batch)
+                    if unsent:
+                        out, unsent = unsent + out, []  # the head leaves with the first token, in one send
+                    if out:
+                        await resp.write(b"".join(out))
+                        run.first_events_written()
+                    for done in session.to_abort():
+                        run.abort(sources[done][0], "stop_string")
+                        cut += 1
+                    if cut == len(sources):
+                        break
+                if tracked.aborted is not None:
+                    error = SHUTDOWN
+            except EngineError as exc:
+                error = SHUTDOWN if tracked.aborted is not None else _failed(run, exc)
+            except EngineOutputError as exc:
+                error = _failed(run, output_error(exc, _source_engine(sources, prompt), started=True))
+            except Exception:  # the response has started: never let a bug corrupt it, end it properly
+                log.exception("derendering the engine stream failed")
+                error = _failed(run, invalid_response(started=True))
+            run.count(0, session.completion_tokens)
+            await resp.write_eof(b"".join([*unsent, *writer.close(error)]))  # one send, end of body included
+    except (asyncio.CancelledError, ConnectionResetError) as exc:
+        run.abort_all("client_disconnect")
+        if isinstance(exc, ConnectionResetError):
+            raise client_gone() from None
+        raise
+    finally:
+        run.report_tokens()
+    return resp
+
+
+def _failed(run: EngineRun, exc: EngineError) -> RequestError:
+    run.failed(exc)
+    return client_error(exc)
+
+
+async def collect(request: web.Request, run: EngineRun, gens: Sequence[dict[str, Any]], session: DerenderSession,
+                  use_stream: bool) -> list[list[Any] | None]:
+    """Read every prompt's engine output into the session (non-streamed answers); returns the
+    engine's prompt_logprobs per prompt. With stop strings (`use_stream`) the engine streams, so a
+    prompt whose choices all stopped can be aborted instead of generated to the end."""
+    prompt_logprobs: list[list[Any] | None] = [None] * len(gens)
+    try:
+        if not use_stream:
+            async def one(p: int, gen: dict[str, Any]) -> None:
+                answer, engine = await run.answer(engine_body(gen, stream=False), gen["token_ids"])
+                found = answer.get("prompt_logprobs")
+                prompt_logprobs[p] = found if isinstance(found, list) else None
+                try:
+                    await _derender(request, session.collect, p, [answer])
+                except EngineOutputError as exc:
+                    raise client_error(output_error(exc, engine, started=False)) from None
+            await all_or_none(run, [one(p, g) for p, g in enumerate(gens)])
+            return prompt_logprobs
+        sources = await all_or_none(run, [run.open(engine_body(g, stream=True), g["token_ids"]) for g in gens])
+        cut = 0
+        prompt = 0
+        try:
+            async for prompt, batch in merged(sources, run.metrics):
+                await _derender(request, session.collect, prompt, batch)
+                for done in session.to_abort():
+                    run.abort(sources[done][0], "stop_string")
+                    cut += 1
+                if cut == len(sources):
+                    break
+        except EngineError as exc:
+            raise _failed(run, exc) from None
+        except EngineOutputError as exc:
+            raise _failed(run, output_error(exc, _source_engine(sources, prompt), started=True)) from None
+        return prompt_logprobs
+    except asyncio.CancelledError:
+        run.abort_all("client_disconnect")
+        raise
