@@ -40,11 +40,6 @@ APPLY_CHAT_TEMPLATE_PARAMS = frozenset({
     "self", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
     "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation",
     "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
-# parameters apply_chat_template consumes itself instead of handing them to the template
-_CONSUMED_PARAMS = frozenset({
-    "self", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
-    "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation",
-    "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
@@ -511,7 +506,7 @@ def _apply(template: ChatTemplate, conversation: list[dict[str, Any]], tools: li
     if kwargs.pop("sanitize_control_tokens", False):
         raise ValueError("`sanitize_control_tokens=True` requires `tokenize=True` and is not compatible with "
                          "`return_assistant_tokens_mask=True`.")
-    for name in _CONSUMED_PARAMS:
+    for name in APPLY_CHAT_TEMPLATE_PARAMS:  # consumed by apply_chat_template, never template variables
         kwargs.pop(name, None)
     if documents is not None:
         for document in documents:

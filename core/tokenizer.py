@@ -73,7 +73,6 @@ class Tokenizer:
         self.decoder_type: str | None = _component_type(decoder)
         self.pre_tokenizer_type: str | None = _component_type(self.backend.pre_tokenizer)
         # SentencePiece-style tokenizers write a word-initial space as "▁" in the token
-        self.is_metaspace = _uses_metaspace(tokenizer_json)
         self._id_to_token_cache: list[str | None] = [None] * (self.max_token_id + 1)
         for i in range(self.max_token_id + 1):
             self._id_to_token_cache[i] = self.backend.id_to_token(i)
@@ -142,8 +141,3 @@ def _component_type(component: Any) -> str | None:
     if component is None:
         return None
     return type(component).__name__
-
-
-def _uses_metaspace(tokenizer_json: str) -> bool:
-    # cheap and robust across tokenizers versions: the serialized pipeline names it
-    return '"Metaspace"' in tokenizer_json or '"\\u2581"' in tokenizer_json or '"▁"' in tokenizer_json
