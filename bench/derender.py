@@ -2,8 +2,9 @@
 
     /work/venv/bin/python bench/derender.py            # writes bench/results/derender.md
 
-(a) In-process: the per-choice streaming state machine (`ChatStreamDerenderer.step`, i.e.
-    detokenize + build the chunk dict) plus `orjson.dumps` of the chunk, one token per step,
+(a) In-process: the per-choice derender machine (`ChoiceDerender.step`, i.e. detokenize,
+    stop strings, parse) and the raw endpoint's chunk choice built from its event, plus
+    `orjson.dumps` of the chunk, one token per step,
     measured at output positions 100, 1k and 8k. Target: <= 10 us per token, flat.
 (b) HTTP: our `POST /v1/chat/completions/derender` with `stream: true`, one token per call for
     2k tokens, each call echoing the previous `stream_state` (what a router does). Reports the
@@ -34,7 +35,10 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.derender import ChatStreamDerenderer, DerenderSettings  # noqa: E402
+from core.derender import DerenderSettings  # noqa: E402
+from core.derender.adapters import raw as shape  # noqa: E402
+from core.derender.choice import ChoiceDerender  # noqa: E402
+from core.derender.spec import OutputSpec  # noqa: E402
 from core.model import ModelInfo  # noqa: E402
 from core.protocol.chat import ChatCompletionRequest  # noqa: E402
 
@@ -91,17 +95,24 @@ def bench_inprocess(model: ModelInfo, scenario: Scenario, positions=(100, 1000, 
     request = ChatCompletionRequest.model_validate(scenario.chat_request)
     ids = reply_ids(model, scenario, max(positions) + window)
     results: dict[int, float] = {}
+    def raw_choice(event: Any) -> dict[str, Any]:  # what the raw endpoint writes for the event
+        return shape.chat_stream_choice(
+            event.index, shape.delta("assistant" if event.first else None,
+                                     event.content if event.parsed else event.text or None, event.reasoning,
+                                     event.tool_calls, settings.reasoning_field),
+            event.logprobs, event.finish_reason, event.stop_reason, None)
+
     for pos in positions:
         samples = []
         for _ in range(repeats):
-            parser = ChatStreamDerenderer.build_parser(settings, request)
-            d = ChatStreamDerenderer.start(settings, request, PROMPT, parser)
+            d = ChoiceDerender.start(OutputSpec.for_raw_chat(settings, request, settings.parser_for(request)), 0,
+                                     PROMPT)
             for tid in ids[:pos]:
-                d.step(0, [tid], None, None)
+                d.step([tid], None, None)
             gc.disable()
             t0 = time.perf_counter()
             for tid in ids[pos:pos + window]:
-                choice = d.step(0, [tid], None, None)
+                choice = raw_choice(d.step([tid], None, None))
                 orjson.dumps({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0,
                               "model": "tiny-qwen3", "choices": [choice]})
             samples.append((time.perf_counter() - t0) / window * 1e6)
