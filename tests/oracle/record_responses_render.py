@@ -3,6 +3,10 @@
 Dev tool, never run in CI. Servers (in /root/vllm-oracle; stop them afterwards):
   8111  ./start-render033.sh tiny-qwen3 8111    hermes + qwen3 reasoning + auto tool choice  ("q3-parsers")
   8113  ./start-render033.sh tiny-llama3 8113   llama3_json + auto tool choice              ("l3-parsers")
+  8113  ln -sfn tiny-llama3 models/rr-plain-l3; ./start-render033.sh rr-plain-l3 8113 \
+            --served-model-name tiny-llama3 --max-model-len 256   no parsers, short context ("l3-256")
+The two 8113 servers run one after the other: `record_responses_render.py GROUP...` records only
+the groups named (q3, l3, l3-256) and keeps the other groups' cases from the existing file.
 
 Every case is one exchange: `request` (long strings stored as {"$repeat": [text, n]}), optional
 `request_headers` / `request_raw`, and vLLM's `status` and `response`. A case where we answer
@@ -24,8 +28,8 @@ from oracle_client import Recorder, http  # noqa: E402
 
 SCRIPT = "tests/oracle/record_responses_render.py"
 PATH = "/v1/responses/render"
-Q3, L3 = "q3-parsers", "l3-parsers"
-PORTS = {Q3: 8111, L3: 8113}
+Q3, L3, L3S = "q3-parsers", "l3-parsers", "l3-256"
+PORTS = {Q3: 8111, L3: 8113, L3S: 8113}
 L3_KW = {"date_string": "26 Jul 2024"}
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather for a city",
@@ -383,16 +387,57 @@ def record_llama3(c: Cases) -> None:
       "no reasoning parser: no reasoning_parser_kwargs")
 
 
-def main() -> None:
+def record_llama3_short(c: Cases) -> None:
+    kw = {"chat_template_kwargs": L3_KW}
+    c("s_string_input", L3S, {"input": ASK, **kw}, "no parsers: no reasoning_parser_kwargs, skip_special_tokens default")
+    c("s_tools_auto_without_parser", L3S, {"input": ASK, "tools": [WEATHER], **kw},
+      "unlike chat, Responses render does not require --enable-auto-tool-choice for tools")
+    c("s_tool_choice_required_without_parser", L3S, {"input": ASK, "tools": [WEATHER], "tool_choice": "required",
+                                                     **kw}, "no tool parser: no constraint either")
+    c("s_max_output_tokens_fits", L3S, {"input": ASK, "max_output_tokens": 100, **kw})
+    c("s_max_output_tokens_clamped", L3S, {"input": ASK, "max_output_tokens": 250, **kw})
+    c("s_max_output_tokens_over_context", L3S, {"input": ASK, "max_output_tokens": 300, **kw})
+    c("s_prompt_over_context", L3S, {"input": {"$repeat": ["lorem ipsum ", 200]}, **kw})
+    c("s_prompt_over_context_chars", L3S, {"input": {"$repeat": ["lorem ipsum ", 20000]}, **kw},
+      "far over: the character bound answers first")
+    c("s_truncation_auto", L3S, {"input": {"$repeat": ["lorem ipsum ", 200]}, "truncation": "auto", **kw},
+      "the prompt keeps its last 255 tokens")
+    c("s_truncation_auto_max_output", L3S, {"input": {"$repeat": ["lorem ipsum ", 200]}, "truncation": "auto",
+                                            "max_output_tokens": 50, **kw})
+    c("s_truncation_null", L3S, {"input": {"$repeat": ["lorem ipsum ", 200]}, "truncation": None, **kw},
+      "null is not \"disabled\": it truncates like auto")
+    c("s_truncation_auto_short", L3S, {"input": ASK, "truncation": "auto", **kw})
+
+
+GROUPS = {"q3": (Q3, record_qwen3), "l3": (L3, record_llama3), "l3-256": (L3S, record_llama3_short)}
+FLAGS = {Q3: ("tiny-qwen3", ["--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
+                             "--enable-auto-tool-choice"]),
+         L3: ("tiny-llama3", ["--tool-call-parser", "llama3_json", "--enable-auto-tool-choice"]),
+         L3S: ("tiny-llama3", ["--max-model-len", "256"])}
+
+
+def main(groups: list[str]) -> None:
+    import json
+
+    from oracle_client import FIXTURE_DIR
+
     rec = Recorder("render_responses", "POST /v1/responses/render answers of vLLM 0.33 (issue 12)", SCRIPT)
-    rec.server(Q3, PORTS[Q3], "tiny-qwen3",
-               ["--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--enable-auto-tool-choice"])
-    rec.server(L3, PORTS[L3], "tiny-llama3", ["--tool-call-parser", "llama3_json", "--enable-auto-tool-choice"])
+    path = FIXTURE_DIR / "render_responses.json"
+    old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"servers": {}, "cases": []}
     cases = Cases(rec)
-    record_qwen3(cases)
-    record_llama3(cases)
+    for group, (server, record) in GROUPS.items():
+        if group in groups:
+            model, flags = FLAGS[server]
+            rec.server(server, PORTS[server], model, flags)
+            record(cases)
+        else:  # keep what was recorded before
+            if server in old["servers"]:
+                rec.servers[server] = old["servers"][server]
+            for case in old["cases"]:
+                if case["server"] == server:
+                    rec.add(case)
     rec.write()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or list(GROUPS))

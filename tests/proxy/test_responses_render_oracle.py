@@ -30,6 +30,7 @@ SERVERS: dict[str, dict[str, Any]] = {
                                                  "enable_auto_tool_choice": True}},
     "l3-parsers": {"family": "llama3", "config": {"tool_call_parser": "llama3_json",
                                                   "enable_auto_tool_choice": True}},
+    "l3-256": {"family": "llama3", "config": {}, "max_model_len": 256},
 }
 
 
@@ -72,7 +73,8 @@ def models(model_dirs):
     def get(server: str):
         if server not in cache:
             family = SERVERS[server]["family"]
-            cache[server] = load_model(str(model_dirs[family]), served_model_names=[f"tiny-{family}"])
+            cache[server] = load_model(str(model_dirs[family]), served_model_names=[f"tiny-{family}"],
+                                       max_model_len=SERVERS[server].get("max_model_len"))
         return cache[server]
     return get
 
