@@ -30,6 +30,7 @@ from openai.types.responses.tool import Tool
 from openai.types.shared import Metadata, Reasoning
 from pydantic import BeforeValidator, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
+from core.errors import RequestError
 from core.protocol.common import (
     INT64_MAX,
     INT64_MIN,
@@ -299,7 +300,8 @@ def _len(value: Any) -> int:
     try:
         return len(value)
     except TypeError:
-        return 1  # not a list: pydantic rejects it later
+        # vLLM's validator fails the same way, and its handler answers the TypeError with a 400
+        raise RequestError(f"object of type '{type(value).__name__}' has no len()") from None
 
 
 _ITEMS = TypeAdapter(list[InputItem])

@@ -211,6 +211,10 @@ def record_qwen3(c: Cases) -> None:
     c("q_tool_choice_named_missing", Q3, {"input": ASK, "tools": [WEATHER],
                                           "tool_choice": {"type": "function", "name": "nope"}})
     c("q_tool_choice_invalid_string", Q3, {"input": ASK, "tools": [WEATHER], "tool_choice": "sometimes"})
+    c("q_tools_not_a_list", Q3, {"input": ASK, "tools": 5}, "vLLM's validator calls len() on it")
+    c("q_tools_null", Q3, {"input": ASK, "tools": None})
+    c("q_tool_choice_null", Q3, {"input": ASK, "tool_choice": None})
+    c("q_tool_not_object", Q3, {"input": ASK, "tools": [5]})
     c("q_tool_missing_name", Q3, {"input": ASK, "tools": [{"type": "function", "parameters": {}}]})
     c("q_tool_no_parameters", Q3, {"input": ASK, "tools": [{"type": "function", "name": "ping"}],
                                    "tool_choice": "required"})
