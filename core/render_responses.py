@@ -42,7 +42,7 @@ Output side, for the front door (vLLM 0.33, `vllm/entrypoints/openai/responses/`
   `annotations: []` and `logprobs` (a list when requested, else null), `status` "completed" when
   tool calls follow, else "incomplete" on finish_reason length, else "completed") when the
   content is non-empty; one `function_call` item per call (`fc_<16 hex>`, `call_id` = the
-  parser's id or `call_<24 alphanumerics>` (`make_tool_call_id`), `name` and `namespace` split
+  parser's id, else `chatcmpl-tool-<16 hex>` (`make_tool_call_id`), `name` and `namespace` split
   back from `<namespace>__<name>`, `arguments`, `status` "incomplete" only for the last call of
   a length-cut output) or a `custom_tool_call` (`ctc_`, `input` decoded from the shim's
   `{"input": ...}`). Without any parser: a single message item whose content is `[]` when the
@@ -78,6 +78,10 @@ Output side, for the front door (vLLM 0.33, `vllm/entrypoints/openai/responses/`
   with status "incomplete" when finish_reason is length. Then `response.completed`, or
   `response.incomplete` when the final status is incomplete, carrying the full response whose
   `output` is the items already streamed (same ids). Generation errors become an `error` event.
+  The SSE framing is `event: <type>\ndata: <json>\n\n` with no `data: [DONE]`.
+  Recorded examples (vLLM 0.32's coupled server, whose few differences from 0.33 are listed in
+  the files): tests/fixtures/oracle/serve_responses_{nonstream,stream}.json; the stream rules are
+  `check_event_stream` in tests/proxy/test_responses_render_serve_fixtures.py.
 """
 
 from __future__ import annotations
