@@ -99,7 +99,6 @@ from pydantic import BaseModel
 
 from core.errors import RequestError, bad_request
 from core.model import ModelInfo
-from core.parsers.base import ParserContext
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.common import (
     ChatCompletionNamedToolChoiceParam,
@@ -112,8 +111,10 @@ from core.render import (
     UNTRUSTED_TEMPLATE,
     RenderOptions,
     TokenBudget,
+    adjust_for_parsers,
     check_model,
     effective_chat_kwargs,
+    parser_context,
     render_chat_ids,
     request_chat_kwargs,
     reused_prompt_ids,
@@ -429,13 +430,8 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
                                        chat_kwargs=chat_kwargs, budget=budget)
 
     chat.structured_outputs = request.extract_structured_outputs()
-    if options.has_parser and (options.reasoning_parser_cls is not None or request.tool_choice != "none"):
-        ctx = ParserContext(tokenizer=model.tokenizer, tools=[t.to_template() for t in tools] or None,
-                            chat_template_kwargs=effective, history_tool_call_count=chat.history_tool_call_count())
-        if options.reasoning_parser_cls is not None:
-            chat = options.reasoning_parser_cls(ctx).adjust_request(chat)
-        if options.tool_parser_cls is not None:
-            chat = options.tool_parser_cls(ctx).adjust_request(chat)
+    if options.has_parser:
+        chat = adjust_for_parsers(chat, options, parser_context(model, chat, effective))
 
     if not token_ids:
         raise bad_request("No token_ids rendered")

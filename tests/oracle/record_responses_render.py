@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_client import Recorder, http  # noqa: E402
+from record_render import call, expand  # noqa: E402
 
 SCRIPT = "tests/oracle/record_responses_render.py"
 PATH = "/v1/responses/render"
@@ -50,17 +51,6 @@ CALL_OUT = {"type": "function_call_output", "call_id": "call_1", "output": "18C,
 USER = {"role": "user", "content": ASK}
 
 
-def expand(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"$repeat"}:
-            text, n = value["$repeat"]
-            return text * n
-        return {k: expand(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand(v) for v in value]
-    return value
-
-
 def invalid_request(message: str, param: str) -> dict[str, Any]:
     """Our 400 body for what vLLM accepts silently (see core/render_responses.py)."""
     return {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": 400}}
@@ -78,25 +68,18 @@ class Cases:
     def __call__(self, name: str, server: str, body: Any, description: str = "", *,
                  headers: dict[str, str] | None = None, raw: bytes | None = None, deviation: str | None = None,
                  expected: dict[str, Any] | None = None, expected_request: Any = None) -> None:
-        port = PORTS[server]
-        status, resp, _ = http(port, PATH, expand(copy.deepcopy(body)), headers=headers, raw=raw)
-        case: dict[str, Any] = {"name": name, "server": server, "description": description, "method": "POST",
-                                "path": PATH, "request": body}
-        if headers:
-            case["request_headers"] = headers
-        if raw is not None:
-            case["request_raw"] = raw.decode("utf-8", "replace")
-        case.update({"status": status, "response": resp})
-        if deviation is not None:
-            case["deviation"] = deviation
-            if expected_request is not None:
-                e_status, e_resp, _ = http(port, PATH, expand(copy.deepcopy(expected_request)))
-                assert e_status == 200, (name, e_resp)
-                case["expected_request"] = expected_request
-                expected = {"status": e_status, "response": e_resp}
-            assert expected is not None, name
-            case["expected"] = expected
-        self.rec.add(case)
+        call(self.rec, name, server, PATH, body, description, headers=headers, raw=raw)
+        if deviation is None:
+            return
+        case = self.rec.cases[-1]
+        case["deviation"] = deviation
+        if expected_request is not None:
+            status, resp, _ = http(PORTS[server], PATH, expand(copy.deepcopy(expected_request)))
+            assert status == 200, (name, resp)
+            case["expected_request"] = expected_request
+            expected = {"status": status, "response": resp}
+        assert expected is not None, name
+        case["expected"] = expected
 
 
 def record_qwen3(c: Cases) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_client import Recorder, http  # noqa: E402
+from record_render import expand  # noqa: E402
 
 SCRIPT = "tests/oracle/record_serve_responses.py"
 PORT = 8115
@@ -103,16 +104,6 @@ ERRORS: list[tuple[str, str, dict[str, Any]]] = [
      {"input": {"$repeat": ["hello ", 9000]}}),
     ("max_output_tokens_over_context", "", {"input": "Hi", "max_output_tokens": 9000}),
 ]
-
-
-def expand(value: Any) -> Any:
-    """{"$repeat": [text, n]} -> text * n (long inputs are stored compactly)."""
-    if isinstance(value, dict):
-        if set(value) == {"$repeat"}:
-            text, n = value["$repeat"]
-            return text * n
-        return {k: expand(v) for k, v in value.items()}
-    return value
 
 
 def post_sse(body: dict[str, Any]) -> tuple[int, str, str]:

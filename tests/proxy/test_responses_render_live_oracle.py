@@ -25,9 +25,9 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from proxy.model_loader import load_model
 from tests.oracle_fixtures import load_document, load_fixture
-from tests.proxy.test_responses_render_oracle import SERVERS, expand, expected_answer, normalize_id, post_case
+from tests.proxy.test_responses_render_oracle import (  # noqa: F401 (models: a fixture)
+    SERVERS, expand, expected_answer, models, normalize_id, post_case)
 
 pytestmark = pytest.mark.oracle
 
@@ -80,19 +80,6 @@ def live_port(server: str) -> int:
     if _SIGNATURES[port] != recorded_signature(server):
         pytest.skip(f"no vLLM server configured as {server} on port {port}")
     return port
-
-
-@pytest.fixture(scope="module")
-def models(model_dirs):
-    cache: dict[str, Any] = {}
-
-    def get(server: str):
-        if server not in cache:
-            spec = SERVERS[server]
-            cache[server] = load_model(str(model_dirs[spec["family"]]), served_model_names=[f"tiny-{spec['family']}"],
-                                       max_model_len=spec.get("max_model_len"))
-        return cache[server]
-    return get
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in load_fixture("render_responses")])

@@ -21,6 +21,7 @@ from proxy.app import create_app
 from proxy.config import ServerConfig
 from proxy.model_loader import load_model
 from tests.oracle_fixtures import load_fixture
+from tests.proxy.test_render_oracle import expand  # {"$repeat": [text, n]}: how recorders store long prompts
 
 FIXTURE = "render_responses"
 RANDOM_ID = re.compile(r"^resp_[0-9a-f]{16}$")
@@ -32,18 +33,6 @@ SERVERS: dict[str, dict[str, Any]] = {
                                                   "enable_auto_tool_choice": True}},
     "l3-256": {"family": "llama3", "config": {}, "max_model_len": 256},
 }
-
-
-def expand(value: Any) -> Any:
-    """{"$repeat": [text, n]} -> text * n (how the recorder stores long prompts)."""
-    if isinstance(value, dict):
-        if set(value) == {"$repeat"}:
-            text, n = value["$repeat"]
-            return text * n
-        return {k: expand(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand(v) for v in value]
-    return value
 
 
 def cases() -> list[Any]:
