@@ -26,10 +26,18 @@ Where we answer differently from vLLM 0.33 (each a 500 or a silent acceptance th
   (vLLM ignores the restriction).
 * an assistant output message whose first part is a refusal, or whose content is empty: vLLM
   answers 500 (`content[0].text`); we render the refusal text, or empty content.
-* a namespace function whose `parameters` is not an object: vLLM fails validating its own shim
-  (500); we answer 400.
 
 Output side, for the front door (vLLM 0.33, `vllm/entrypoints/openai/responses/`):
+
+* Request handling (`serving.py` `_create_responses`): model check, then `background` without a
+  store is a 400 (param background), then the template check; `previous_response_id` with the
+  store off (vLLM's default) or unknown is a 404 `Response with id '<id>' not found.`
+  (`invalid_request_error`, param `response_id`). A prompt of max_model_len tokens or more is a
+  400 `The engine prompt length <n> exceeds the max_model_len <m>. Please reduce prompt.` (param
+  input), checked before max_tokens (`_validate_generator_input`). The engine request id is
+  `<request_id>_<turn>` (`_0` for a plain answer), `reasoning_ended` is True when the parser's
+  grammar covers the reasoning (`grammar_from_parser`) else None, `reasoning_parser_kwargs` only
+  with a reasoning parser. X-Request-Id is not used: the id is the body's `request_id`.
 
 * Non-streaming (`serving.py` `responses_full_generator`, `_make_response_output_items`,
   `utils.py` `build_response_output_items`, `protocol.py` `ResponsesResponse.from_request`): the
@@ -91,11 +99,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.responses import (
+    FunctionTool,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseReasoningItem,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from core.errors import RequestError, bad_request
 from core.model import ModelInfo
@@ -189,9 +198,6 @@ def check_supported_tools(request: ResponsesRequest) -> None:
                 if member.type != "function":
                     raise _unsupported(f"Tool type '{member.type}' is not supported inside a namespace. Supported "
                                        "tool types in a namespace: function.", f"tools[{i}].tools[{j}].type")
-                if member.parameters is not None and not isinstance(member.parameters, dict):
-                    raise _unsupported("A function's parameters must be a JSON Schema object.",
-                                       f"tools[{i}].tools[{j}].parameters")
     choice = request.tool_choice
     if not isinstance(choice, str) and choice.type not in ("function", "custom"):
         raise _unsupported(f"tool_choice of type '{choice.type}' is not supported. Supported: \"none\", \"auto\", "
@@ -212,10 +218,21 @@ def function_tools(request: ResponsesRequest) -> tuple[list[ChatCompletionToolsP
         elif tool.type == "namespace":
             for member in tool.tools:
                 flat = f"{tool.name}{NAMESPACE_SEPARATOR}{member.name}"
+                if member.parameters is not None and not isinstance(member.parameters, dict):
+                    _check_namespace_function(member, flat)
                 namespaced[flat] = (tool.name, member.name)
                 tools.append(_chat_tool(flat, member.description, member.parameters,  # type: ignore[arg-type]
                                         member.strict, member.defer_loading))
     return tools, ToolNames(namespaced, frozenset(custom))
+
+
+def _check_namespace_function(member: Any, flat_name: str) -> None:
+    """vLLM validates a namespace function as a FunctionTool (whose parameters must be an object)
+    and answers that pydantic error's text as a 400."""
+    try:
+        FunctionTool.model_validate({**member.model_dump(by_alias=True), "name": flat_name})
+    except ValidationError as exc:
+        raise RequestError(str(exc)) from None
 
 
 def _chat_tool(name: str, description: str | None, parameters: dict[str, Any] | None, strict: bool | None,
@@ -352,7 +369,7 @@ def _item_message(item: Any, previous: dict[str, Any] | None) -> dict[str, Any] 
                 return None
             return {"role": "assistant", "content": text}
     if isinstance(item, dict) and "role" in item:
-        return item
+        return dict(item)  # a copy: a later call or reasoning item may be merged into it
     raise VLLMValidationError(f"Unsupported input item type: {item_type}", parameter="input")
 
 

@@ -207,6 +207,9 @@ def record_qwen3(c: Cases) -> None:
     c("q_custom_tool_grammar", Q3, {"input": ASK, "tools": [{**NOTE, "format": {
         "type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}]})
     c("q_namespace_tools", Q3, {"input": ASK, "tools": [CRM, WEATHER]}, "namespace functions become crm__<name>")
+    c("q_namespace_parameters_not_object", Q3, {"input": ASK, "tools": [
+        {**CRM, "tools": [{"type": "function", "name": "f", "parameters": [1, 2]}]}]},
+      "vLLM validates the flattened function as a FunctionTool: pydantic's own text, a 400")
     c("q_namespace_named_local", Q3, {"input": ASK, "tools": [CRM],
                                       "tool_choice": {"type": "function", "name": "lookup"}},
       "a local name resolves to the flat crm__lookup")
