@@ -11,7 +11,7 @@ stop it afterwards). The weights are random, so outputs are forced: greedy sampl
 reasoning has ended). The values recorded are vLLM 0.32's; vLLM 0.33's code differs in a few
 places (see `DIFFERENCES_033`, from its source).
 
-Stream cases store the parsed events ({"event", "data"}); the first case also its raw SSE text
+Stream cases store the parsed events as `response` ([{"event", "data"}]); the first case also its raw SSE text
 (`event: NAME\ndata: JSON\n\n` per event, and no `data: [DONE]` at the end). Ids (`resp_`, `msg_`, `rs_`, `fc_`, `chatcmpl-tool-`) and
 `created_at` are random per call: compare by shape.
 """
@@ -153,7 +153,7 @@ def main() -> None:
         assert status == 200, (name, raw)
         case = {"name": name, "server": SERVER, "description": description, "method": "POST",
                 "path": "/v1/responses", "request": request, "status": status, "content_type": content_type,
-                "events": parse_events(raw)}
+                "response": parse_events(raw)}
         if not stream.cases:
             case["raw"] = raw
         stream.add(case)

@@ -88,8 +88,8 @@ NONSTREAM = {c["name"]: c for c in load_fixture("serve_responses_nonstream")}
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in STREAM])
 def test_recorded_streams_keep_the_event_rules(case):
-    done_items = check_event_stream(case["events"])
-    final = case["events"][-1]["data"]["response"]
+    done_items = check_event_stream(case["response"])
+    final = case["response"][-1]["data"]["response"]
     assert final["status"] == NONSTREAM[case["name"]]["response"]["status"]
     if case["name"] in REPARSED_032:
         return
