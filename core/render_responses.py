@@ -191,7 +191,7 @@ def check_supported_tools(request: ResponsesRequest) -> None:
     supported = ", ".join(SUPPORTED_TOOL_TYPES)
     for i, tool in enumerate(request.tools):
         if tool.type not in SUPPORTED_TOOL_TYPES:
-            raise _unsupported(f"Tool type '{tool.type}' is not supported: this server runs function tools only. "
+            raise _unsupported(f"Tool type '{tool.type}' is not supported: this server runs no built-in tools. "
                                f"Supported tool types: {supported}.", f"tools[{i}].type")
         if tool.type == "namespace":
             for j, member in enumerate(tool.tools):

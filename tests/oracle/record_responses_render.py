@@ -57,7 +57,7 @@ def invalid_request(message: str, param: str) -> dict[str, Any]:
 
 
 def unsupported_tool(tool_type: str, index: int = 0) -> dict[str, Any]:
-    return invalid_request(f"Tool type '{tool_type}' is not supported: this server runs function tools only. "
+    return invalid_request(f"Tool type '{tool_type}' is not supported: this server runs no built-in tools. "
                            "Supported tool types: function, custom, namespace.", f"tools[{index}].type")
 
 
