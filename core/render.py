@@ -381,6 +381,26 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     return budget.encode(model.tokenizer, prompt, with_offsets)
 
 
+def parser_context(model: ModelInfo, request: ChatCompletionRequest, chat_kwargs: dict[str, Any]) -> ParserContext:
+    """What the parsers know of a chat request (its tools, effective template kwargs, history)."""
+    tools = request.tools
+    return ParserContext(tokenizer=model.tokenizer, tools=[t.to_template() for t in tools] if tools else None,
+                         chat_template_kwargs=chat_kwargs, history_tool_call_count=request.history_tool_call_count())
+
+
+def adjust_for_parsers(request: ChatCompletionRequest, options: RenderOptions, ctx: ParserContext
+                       ) -> ChatCompletionRequest:
+    """The parsers' render-side adjust_request (constraints, skip_special_tokens), reasoning parser
+    first; vLLM runs it only when a reasoning parser is set or a tool may be called."""
+    if options.reasoning_parser_cls is None and request.tool_choice == "none":
+        return request
+    if options.reasoning_parser_cls is not None:
+        request = options.reasoning_parser_cls(ctx).adjust_request(request)
+    if options.tool_parser_cls is not None:
+        request = options.tool_parser_cls(ctx).adjust_request(request)
+    return request
+
+
 REUSED_IDS_PARAM = "kv_transfer_params.prompt_token_ids"
 
 
@@ -438,14 +458,8 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
 
     ctx = None
     if options.has_parser:
-        ctx = ParserContext(tokenizer=model.tokenizer, tools=[t.to_template() for t in tools] if tools else None,
-                            chat_template_kwargs=effective,
-                            history_tool_call_count=request.history_tool_call_count())
-        if options.reasoning_parser_cls is not None or request.tool_choice != "none":
-            if options.reasoning_parser_cls is not None:
-                request = options.reasoning_parser_cls(ctx).adjust_request(request)
-            if options.tool_parser_cls is not None:
-                request = options.tool_parser_cls(ctx).adjust_request(request)
+        ctx = parser_context(model, request, effective)
+        request = adjust_for_parsers(request, options, ctx)
 
     if not token_ids:
         raise bad_request("No token_ids rendered")
