@@ -64,10 +64,14 @@ def _json_decode_error(raw: bytes) -> RequestError:
                               "ctx": {"error": reason}}])
 
 
-def validate(model: type[BaseModel], data: Any) -> Any:
-    """Validate once per request; pydantic errors become vLLM's 400 body."""
+def validate(model: type[BaseModel], data: Any, *, from_attributes: bool = False) -> Any:
+    """Validate once per request; pydantic errors become vLLM's 400 body.
+
+    `from_attributes=True` is how FastAPI validates bodies: a non-object where a nested model is
+    expected is then a `model_attributes_type` error, as vLLM reports it.
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, from_attributes=from_attributes)
     except ValidationError as exc:
         raise validation_error(exc.errors(include_url=False)) from None
 

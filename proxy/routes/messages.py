@@ -61,7 +61,7 @@ def anthropic_errors(handler: Handler) -> Handler:
 async def messages_render(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await read_json_object(request)
-    messages = validate(AnthropicMessagesRequest, body)
+    messages = validate(AnthropicMessagesRequest, body, from_attributes=True)
     # vLLM uses the X-Request-Id header whenever it is present, even when empty
     rendered = await state.run_cpu(request_size(messages), messages_renderer(state).render, messages,
                                    request.headers.get("X-Request-Id"))
@@ -72,7 +72,7 @@ async def messages_render(request: web.Request) -> web.Response:
 async def count_tokens(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await read_json_object(request)
-    count_request = validate(AnthropicCountTokensRequest, body)
+    count_request = validate(AnthropicCountTokensRequest, body, from_attributes=True)
     tokens: int = await state.run_cpu(request_size(count_request), messages_renderer(state).count_tokens,
                                       count_request)
     return json_response(count_tokens_body(tokens))
