@@ -81,6 +81,8 @@ def record_shapes(rec: Recorder) -> None:
     c("simple", "content as a string", messages=USER)
     c("request_id_header", "X-Request-Id names the request (chatcmpl-<id>)", headers={"X-Request-Id": "msg-test-1"},
       messages=USER)
+    c("request_id_header_empty", "an empty X-Request-Id is still used: chatcmpl-", headers={"X-Request-Id": ""},
+      messages=USER)
     c("system_string", system="You are terse.", messages=USER)
     c("system_blocks", "text blocks joined with no separator; cache_control ignored",
       system=[{"type": "text", "text": "You are terse. "},
@@ -179,6 +181,9 @@ def record_shapes(rec: Recorder) -> None:
       thinking={"type": "enabled", "budget_tokens": 1024, "display": "omitted"})
     c("thinking_disabled", "reasoning_effort none (Qwen3 honours it): enable_thinking false", messages=USER,
       thinking={"type": "disabled"})
+    c("thinking_budget_prefill_leg", "do_remote_decode (a P/D prefill leg) skips the budget < max_tokens check",
+      max_tokens=1, messages=USER, thinking={"type": "enabled", "budget_tokens": 1024},
+      kv_transfer_params={"do_remote_decode": True})
     c("thinking_adaptive", messages=USER, thinking={"type": "adaptive"})
     c("thinking_adaptive_effort", messages=USER, thinking={"type": "adaptive"}, output_config={"effort": "high"})
     c("thinking_disabled_over_effort", "disabled wins over output_config.effort", messages=USER,
