@@ -45,43 +45,46 @@ Deviations from vLLM 0.33 (it accepts these and renders something the client did
 
 # Output side: what vLLM 0.33 does with the engine's answer (for the `/v1/messages` front door)
 
-All in `vllm/entrypoints/anthropic/serving.py` (`AnthropicServingMessages`) and `protocol.py`:
+From `vllm/entrypoints/anthropic/serving.py` (`AnthropicServingMessages`), `protocol.py` and
+`api_router.py`; the 0.32 `vllm serve` recordings (tests/fixtures/oracle/serve_messages_*.json)
+show the same shapes:
 
-* Non-streaming (`messages_full_converter`, from the chat completion): `id` is the chat
-  completion's id (`chatcmpl-...`, not `msg_...`), `type` "message", `role` "assistant",
-  `model`, then content blocks in this order: one `thinking` block
-  (`{"type":"thinking","thinking":reasoning,"signature":uuid4().hex}`) when the reasoning is non-empty,
-  one `text` block when the content is non-empty, then one `tool_use` block per tool call
-  (`id` = the chat tool-call id, i.e. `chatcmpl-tool-<16 hex>` for hermes, `name`,
-  `input` = `json.loads(arguments)`); an empty answer is `[{"type":"text","text":""}]`. Dumped
-  with `exclude_none=True` (no null fields anywhere). `usage` = `{"input_tokens":
-  prompt_tokens - cached, "output_tokens": completion_tokens}` (+ `cache_read_input_tokens` when
-  prompt-token details are on). `stop_reason` (`_to_anthropic_stop_reason`): finish `length` ->
-  `max_tokens`; `stop`/`tool_calls` with tool calls -> `tool_use`; a matched stop string (a str
-  `stop_reason`) -> `stop_sequence` with `stop_sequence` = the string; otherwise `end_turn`; other
-  finish reasons -> null. A stop string wins over `tool_use` only when the calls are incomplete.
-* Streaming (`message_stream_converter`, over the chat stream with include_usage and
-  continuous_usage_stats forced on): each event is `event: <type>\\ndata: <json>\\n\\n`, the JSON
-  dumped with `exclude_unset=True`. `message_start` (from the first chat chunk, the role chunk:
-  `message` = {id, type, role, content: [], model, stop_reason: null, stop_sequence: null, usage:
-  {input_tokens: prompt, output_tokens: 0}}). Then per block, in output order:
-  `content_block_start` (`{"type":"thinking","thinking":""}`, `{"type":"text","text":""}` or
-  `{"type":"tool_use","id":...,"name":...,"input":{}}`), `content_block_delta`
-  (`thinking_delta` / `text_delta` / `input_json_delta` with `partial_json`; empty deltas are
-  skipped), and at the switch to another block type `content_block_stop`, preceded for a thinking
-  block by one `signature_delta` (uuid4 hex). Content that arrives while a tool_use block is open is
-  held back and emitted after it as a separate text block. A new tool call id with a name opens a
-  new tool_use block; `index` counts blocks from 0. The usage-only chunk closes the open block and
-  sends `message_delta` (`delta` {stop_reason, stop_sequence}, `usage` {input_tokens,
-  output_tokens}); `tool_use` needs the last call's arguments to parse as JSON, else a stop string
-  or end_turn. Finally `message_stop` (`{"type":"message_stop"}`). vLLM 0.33 sends no `ping`.
-  An error mid-stream closes the open block and sends `event: error` with
-  `{"type":"error","error":{"type": translate_error_type(status) or "api_error","message":...}}`.
-* Errors (`api_router.translate_error_response`): `{"type":"error","error":{"type","message"}}`,
-  type by status: 400 invalid_request_error, 401 authentication_error, 403 permission_error, 404
-  not_found_error, 413 request_too_large, 429 rate_limit_error, 503 overloaded_error, other 5xx
-  api_error, other 4xx invalid_request_error. (vLLM's request-validation 400s on these routes still
-  come out in the OpenAI shape; ours are Anthropic-shaped throughout.)
+* Non-streaming (`messages_full_converter`, built from the chat completion, dumped with
+  `exclude_none=True`: a null `stop_sequence` is absent): `id` = the chat completion's id
+  (`chatcmpl-...`, not `msg_...`), `type` "message", `role` "assistant", `model`, `content`,
+  `stop_reason`, `usage`. Blocks in this order: one `thinking` block
+  `{"type":"thinking","thinking":<reasoning>,"signature":uuid4().hex}` when the reasoning is
+  non-empty, one `text` block when the content is non-empty, one `tool_use` block per tool call
+  (`id` = the chat tool-call id, `chatcmpl-tool-<16 hex>` for hermes; `name`; `input` =
+  `json.loads(arguments)`); nothing at all gives `[{"type":"text","text":""}]`. `usage` =
+  `{"input_tokens": prompt_tokens - cached, "output_tokens": completion_tokens}` (cache fields only
+  with prompt-token details). `stop_reason` (`_to_anthropic_stop_reason`): finish `length` ->
+  `max_tokens`; any tool call -> `tool_use`; else a matched stop string -> `stop_sequence` with
+  `stop_sequence` = the string (the text is cut before it); else `end_turn` (finish `stop` /
+  `tool_calls`); other finish reasons -> null.
+* Streaming (`message_stream_converter` over the chat stream, include_usage and
+  continuous_usage_stats forced on; `text/event-stream`): each event is
+  `event: <type>\ndata: <json>\n\n`, the JSON dumped with `exclude_unset=True`. The first chat
+  chunk (the role chunk) becomes `message_start` with `message` = {id, type, role, content: [],
+  model, stop_reason: null, stop_sequence: null, usage: {input_tokens, output_tokens: 0}}. Then
+  per block, in output order: `content_block_start` (`{"type":"thinking","thinking":""}`,
+  `{"type":"text","text":""}` or `{"type":"tool_use","id","name","input":{}}`, with `index`
+  counting blocks from 0), `content_block_delta`s (`thinking_delta` / `text_delta` /
+  `input_json_delta` with `partial_json`; empty deltas skipped) and, when another block starts or
+  the output ends, `content_block_stop`; a thinking block's stop is preceded by one
+  `signature_delta` (uuid4 hex). A call id with a name opens a new tool_use block; content that
+  arrives while a tool_use block is open is held back and sent after it as its own text block.
+  The usage-only chunk closes the open block and sends `message_delta` (`delta` {stop_reason,
+  stop_sequence}, `usage` {input_tokens, output_tokens}); `tool_use` there needs the last call's
+  arguments to parse as JSON (else a stop string, else end_turn). Last `message_stop`
+  (`{"type":"message_stop"}`). No `ping`. An error mid-stream closes the open block and sends
+  `event: error` `{"type":"error","error":{"type": <by status, "api_error" for a bug>, "message"}}`
+  with no `message_stop`.
+* Errors (`api_router.translate_error_response`): `{"type":"error","error":{"type","message"}}`
+  with the type from the status (`core.protocol.messages.anthropic_error_type`). vLLM's
+  request-validation 400s on these routes come out in the OpenAI shape (its global FastAPI
+  handler); ours are Anthropic-shaped (`proxy.routes.messages.anthropic_errors`), except on
+  `/v1/messages/render`, a render-server route, where vLLM's OpenAI shape is kept.
 """
 
 from __future__ import annotations

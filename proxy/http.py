@@ -7,7 +7,7 @@ The rule for clients: whatever they send, they get either a 2xx or an OpenAI err
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from aiohttp import web
@@ -83,13 +83,19 @@ def request_id_header(request: web.Request) -> str | None:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    return await answer_errors(request, handler, error_response)
+
+
+async def answer_errors(request: web.Request, handler: Any, respond: Callable[[RequestError], web.Response]
+                        ) -> web.StreamResponse:
+    """Run `handler`; whatever it raises is answered by `respond` (the API's error shape)."""
     try:
         return await handler(request)
     except Exception as exc:
         error = as_request_error(exc, request)
         if error is None:
             raise
-        return error_response(error)
+        return respond(error)
 
 
 def as_request_error(exc: Exception, request: web.Request) -> RequestError | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from core.errors import sanitize
 from core.protocol.common import MAX_STOP_STRINGS, MMPayload, resolve_return_mm_kwargs_alias
@@ -151,19 +151,27 @@ AnthropicThinkingConfig: TypeAlias = Annotated[
     AnthropicThinkingConfigEnabled | AnthropicThinkingConfigDisabled | AnthropicThinkingConfigAdaptive,
     Field(discriminator="type")]
 
-SystemParam: TypeAlias = str | list[AnthropicContentBlock] | None
-
-
 def _model_required(value: str) -> str:
     if not value:
         raise ValueError("Model is required")
     return value
 
 
+def _system_without_tool_changes(value: str | list[AnthropicContentBlock] | None
+                                 ) -> str | list[AnthropicContentBlock] | None:
+    _reject_tool_changes(value)
+    return value
+
+
+ModelName: TypeAlias = Annotated[str, AfterValidator(_model_required)]
+SystemParam: TypeAlias = Annotated[str | list[AnthropicContentBlock] | None,
+                                   AfterValidator(_system_without_tool_changes)]
+
+
 class AnthropicMessagesRequest(BaseModel):
     """POST /v1/messages (and /v1/messages/render)."""
 
-    model: str
+    model: ModelName
     messages: list[AnthropicMessage]
     max_tokens: int
     metadata: dict[str, Any] | None = None  # accepted, ignored
@@ -188,22 +196,11 @@ class AnthropicMessagesRequest(BaseModel):
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
-    @field_validator("model")
-    @classmethod
-    def _validate_model(cls, value: str) -> str:
-        return _model_required(value)
-
     @field_validator("max_tokens")
     @classmethod
     def _validate_max_tokens(cls, value: int) -> int:
         if value <= 0:
             raise ValueError("max_tokens must be positive")
-        return value
-
-    @field_validator("system")
-    @classmethod
-    def _validate_system(cls, value: SystemParam) -> SystemParam:
-        _reject_tool_changes(value)
         return value
 
     @model_validator(mode="before")
@@ -224,7 +221,7 @@ class AnthropicMessagesRequest(BaseModel):
 class AnthropicCountTokensRequest(BaseModel):
     """POST /v1/messages/count_tokens: the prompt-shaping fields of a Messages request."""
 
-    model: str
+    model: ModelName
     messages: list[AnthropicMessage]
     output_config: AnthropicOutputConfig | None = None
     system: SystemParam = None
@@ -232,17 +229,6 @@ class AnthropicCountTokensRequest(BaseModel):
     tool_choice: AnthropicToolChoice | None = None
     tools: list[AnthropicTool] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
-
-    @field_validator("model")
-    @classmethod
-    def _validate_model(cls, value: str) -> str:
-        return _model_required(value)
-
-    @field_validator("system")
-    @classmethod
-    def _validate_system(cls, value: SystemParam) -> SystemParam:
-        _reject_tool_changes(value)
-        return value
 
 
 AnyMessagesRequest: TypeAlias = AnthropicMessagesRequest | AnthropicCountTokensRequest

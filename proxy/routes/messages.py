@@ -19,7 +19,7 @@ from core.errors import RequestError
 from core.protocol.messages import AnthropicCountTokensRequest, AnthropicMessagesRequest, anthropic_error_body
 from core.render_messages import MessagesRenderer, count_tokens_body, request_size
 from proxy.app import STATE, AppState
-from proxy.http import as_request_error, json_response, read_json_object, validate
+from proxy.http import answer_errors, json_response, read_json_object, validate
 from proxy.routes.render import render_options
 
 MESSAGES_RENDERER = "messages_renderer"
@@ -47,13 +47,7 @@ def anthropic_errors(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except Exception as exc:
-            error = as_request_error(exc, request)
-            if error is None:
-                raise
-            return anthropic_error_response(error)
+        return await answer_errors(request, handler, anthropic_error_response)
 
     return wrapped
 

@@ -17,14 +17,13 @@ record_render.py. `tests/proxy/test_messages_render_oracle.py` replays every cas
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_client import Recorder, http  # noqa: E402
-from record_render import expand  # noqa: E402
+import record_render  # noqa: E402
+from oracle_client import Recorder  # noqa: E402
 
 SCRIPT = "tests/oracle/record_messages_render.py"
 PATH = "/v1/messages/render"
@@ -61,16 +60,7 @@ def base(server: str, **fields: Any) -> dict[str, Any]:
 
 def call(rec: Recorder, name: str, server: str, body: Any, description: str = "",
          headers: dict[str, str] | None = None, raw: bytes | None = None) -> None:
-    port = rec.servers[server]["port_when_recorded"]
-    status, resp, _ = http(port, PATH, expand(copy.deepcopy(body)), headers=headers, raw=raw)
-    case: dict[str, Any] = {"name": name, "server": server, "description": description, "method": "POST",
-                            "path": PATH, "request": body}
-    if headers:
-        case["request_headers"] = headers
-    if raw is not None:
-        case["request_raw"] = raw.decode("utf-8", "replace")
-    case.update({"status": status, "response": resp})
-    rec.add(case)
+    record_render.call(rec, name, server, PATH, body, description, headers, raw)
 
 
 def record_shapes(rec: Recorder) -> None:
@@ -97,10 +87,12 @@ def record_shapes(rec: Recorder) -> None:
     c("content_blocks", "two text blocks stay a list of parts",
       messages=[{"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]}])
     c("content_single_block", "one text block collapses to a string",
-      messages=[{"role": "user", "content": [{"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral"}}]}])
+      messages=[{"role": "user", "content": [{"type": "text", "text": "Hello",
+                                              "cache_control": {"type": "ephemeral"}}]}])
     c("content_empty_text_block", "empty text blocks are skipped",
       messages=[{"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Hi"}]}])
-    c("multi_turn", messages=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
+    c("multi_turn", messages=[{"role": "user", "content": "Hi"},
+                              {"role": "assistant", "content": "Hello! How can I help?"},
                               {"role": "user", "content": "Tell me a joke."}])
     c("assistant_prefill", "last message from the assistant: rendered as a closed turn plus a new prompt",
       messages=[{"role": "user", "content": "Write a haiku."}, {"role": "assistant", "content": "Autumn moon"}])
@@ -137,8 +129,8 @@ def record_shapes(rec: Recorder) -> None:
       messages=USER, tools=[{**WEATHER, "cache_control": {"type": "ephemeral"}, "strict": True}])
     c("tool_schema_defs", "input_schema with $defs and $ref", messages=USER, tools=[{
         "name": "create_event", "input_schema": {
-            "type": "object", "properties": {"when": {"$ref": "#/$defs/time"}, "who": {"type": "array",
-                                                                                   "items": {"$ref": "#/$defs/person"}}},
+            "type": "object", "properties": {"when": {"$ref": "#/$defs/time"},
+                                             "who": {"type": "array", "items": {"$ref": "#/$defs/person"}}},
             "$defs": {"time": {"type": "string", "format": "date-time"},
                       "person": {"type": "object", "properties": {"name": {"type": "string"}}}}}}],
       tool_choice={"type": "any"})
@@ -244,7 +236,8 @@ def record_llama(rec: Recorder) -> None:
     c("l3_thinking_enabled", max_tokens=4096, messages=USER, thinking={"type": "enabled", "budget_tokens": 1024})
     c("l3_tools_auto", messages=USER, tools=[WEATHER, SEARCH])
     c("l3_tool_choice_any", messages=USER, tools=[WEATHER, SEARCH], tool_choice={"type": "any"})
-    c("l3_tool_choice_tool", messages=USER, tools=[WEATHER, SEARCH], tool_choice={"type": "tool", "name": "get_weather"})
+    c("l3_tool_choice_tool", messages=USER, tools=[WEATHER, SEARCH],
+      tool_choice={"type": "tool", "name": "get_weather"})
     c("l3_tool_choice_none", messages=USER, tools=[WEATHER], tool_choice={"type": "none"})
     c("l3_tool_history", "two calls in one turn: Llama 3.2's template raises (400)", messages=TOOL_HISTORY,
       tools=[WEATHER])

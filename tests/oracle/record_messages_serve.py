@@ -15,7 +15,8 @@ stop_reason / stop_sequence, usage, the SSE event order. A stop sequence is take
 recorded greedy text so that it matches. A forced tool choice starts a real call (structured
 outputs), but random weights never finish it (whitespace inside the arguments until max_tokens):
 non-streamed that is a text block with the raw markup, streamed a tool_use block with partial
-input_json_delta pieces; the completed tool_use shapes are in core/render_messages.py's docstring. Streams keep the raw SSE text (`response_raw`) and the parsed events (`events`:
+input_json_delta pieces; the completed tool_use shapes are in core/render_messages.py's docstring.
+Streams keep the raw SSE text (`response_raw`) and the parsed events (`events`:
 `{"event": name, "data": payload}`).
 
 vLLM 0.32 vs 0.33 (our wire target): the Messages conversion and the non-streaming builder are the
