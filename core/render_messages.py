@@ -92,6 +92,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, get_args
 
 import jinja2
@@ -345,16 +346,20 @@ def template_requires_leading_system(model: ModelInfo) -> bool:
     `raise_exception`, so a template that calls it fails too); a failure, or no template, means
     inline system messages are merged into the leading one.
     """
+    return any(_fails_on_inline_system(select_template(model.tokenizer.chat_template, None, has_tools))
+               for has_tools in (False, True))
+
+
+@lru_cache(maxsize=16)
+def _fails_on_inline_system(source: str | None) -> bool:
+    if not source:
+        return True
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     probe = [{"role": r, "content": "t"} for r in ("system", "user", "system", "user")]
-    for has_tools in (False, True):
-        source = select_template(model.tokenizer.chat_template, None, has_tools)
-        if not source:
-            return True
-        try:
-            env.from_string(source).render(messages=probe, add_generation_prompt=False)
-        except jinja2.TemplateError:
-            return True
+    try:
+        env.from_string(source).render(messages=probe, add_generation_prompt=False)
+    except Exception:  # vLLM catches jinja2.TemplateError (anything else stops its start-up)
+        return True
     return False
 
 
@@ -432,6 +437,10 @@ class MessagesRenderer:
         """The reasoning_effort for `thinking: disabled` ("none" when thinking is not disabled)."""
         if request.thinking is None or request.thinking.type != "disabled":
             return "none"
+        return self.resolved_disabled_thinking_effort
+
+    @property
+    def resolved_disabled_thinking_effort(self) -> str:
         if self.disabled_thinking_effort == "auto":
             self.disabled_thinking_effort = probe_disabled_thinking_effort(self.model, self.options)
         return self.disabled_thinking_effort

@@ -73,6 +73,6 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    messages_renderer(app[STATE])
+    messages_renderer(app[STATE])  # its per-model probes run on the first request that needs them
     app.router.add_post("/v1/messages/render", messages_render)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
