@@ -39,9 +39,9 @@ The conversion, as vLLM 0.33 does it:
   `tool_addition` / `tool_removal` blocks of the messages. These are set after the chat request
   is built, so the chat validators on tools / tool_choice do not run (vLLM's order).
 
-Deviations from vLLM 0.33 (it accepts these and renders something the client did not ask for):
-`tool_choice` any / tool without `tools` is a 400 here (vLLM ignores the choice:
-`MISSING_TOOLS_MESSAGE`).
+Deviations from vLLM 0.33, each a 400 here: `tool_choice` any / tool without `tools` (vLLM drops
+the forced choice and renders anyway: `MISSING_TOOLS_MESSAGE`); an image inside a tool_result whose
+`source` is not an object (vLLM: a 500, `IMAGE_SOURCE_MESSAGE`).
 
 # Output side: what vLLM 0.33 does with the engine's answer (for the `/v1/messages` front door)
 
@@ -125,6 +125,7 @@ from core.protocol.messages import (
 from core.render import RenderOptions, TokenBudget, render_chat, render_chat_ids, request_chat_kwargs
 
 MISSING_TOOLS_MESSAGE = "tool_choice {type!r} requires tools: no tools were given."
+IMAGE_SOURCE_MESSAGE = "The `source` of an image in a tool_result must be an object."
 
 Message = dict[str, Any]
 
@@ -178,9 +179,16 @@ def _user_tool_result(block: AnthropicContentBlock) -> list[Message]:
                 continue
             kind = item.get("type")
             if kind == "text":
-                texts.append(item.get("text", ""))
+                text_item = item.get("text", "")
+                if not isinstance(text_item, str):  # vLLM's "\n".join fails the same way (a 400 there too)
+                    raise bad_request(f"sequence item {len(texts)}: expected str instance, "
+                                      f"{type(text_item).__name__} found")
+                texts.append(text_item)
             elif kind == "image":
-                if url := _image_url(item.get("source", {})):
+                source = item.get("source", {})
+                if not isinstance(source, dict):  # vLLM: a 500 (AttributeError)
+                    raise bad_request(IMAGE_SOURCE_MESSAGE)
+                if url := _image_url(source):
                     images.append(url)
             elif kind == "tool_reference":
                 if name := item.get("tool_name") or item.get("name"):

@@ -161,6 +161,12 @@ def record_shapes(rec: Recorder) -> None:
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]}])
+    c("tool_result_tool_reference", "tool_reference items of a tool_result: a second tool message", tools=[WEATHER],
+      messages=[{"role": "user", "content": "Find a tool"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather",
+                                                   "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "text", "text": "found"}, {"type": "tool_reference", "tool_name": "get_weather"}]}]}])
     c("tool_result_in_assistant", "an assistant's tool_result becomes 'Tool result: ...' text", messages=[
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "x",
@@ -282,6 +288,9 @@ def record_errors(rec: Recorder) -> None:
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "b", "input": [1]}]}]})
     e("err_tool_result_content_number", {**b, "messages": [
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": 3}]}]})
+    e("err_tool_result_text_not_string", {**b, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": [
+            {"type": "text", "text": "ok"}, {"type": "text", "text": None}]}]}]})
     e("err_system_number", {**b, "system": 5, "messages": USER})
     e("err_image_block", {**b, "messages": [{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
@@ -335,6 +344,9 @@ def record_errors(rec: Recorder) -> None:
     # accepted by vLLM, a 400 here (test_messages_render_oracle.DEVIATIONS)
     e("dev_tool_choice_any_without_tools", {**b, "messages": USER, "tool_choice": {"type": "any"}},
       "vLLM drops the forced choice silently (no tools to force)")
+    e("dev_tool_result_image_source_not_object", {**b, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": [
+            {"type": "image", "source": "https://example.com/a.png"}]}]}]}, "vLLM: a 500 (AttributeError)")
     e("dev_tool_choice_tool_without_tools", {**b, "messages": USER, "tool_choice": {"type": "tool", "name": "x"}},
       "vLLM renders no constraint for a tool that does not exist")
     e("l3_err_tool_choice_unknown_tool", base(L3, messages=USER, tools=[WEATHER],
