@@ -479,7 +479,7 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
         reasoning_ended = bool(options.reasoning_parser_cls(ctx).is_reasoning_end(token_ids))
 
     parse_context = {
-        "tools": [t.to_template() for t in tools] if tools else None,
+        "tools": None if tools is None else [t.to_template() for t in tools],  # [] stays [] (Messages API)
         "tool_choice": _tool_choice_wire(request.tool_choice),
         "parallel_tool_calls": request.parallel_tool_calls,
         "include_reasoning": request.include_reasoning,

@@ -55,7 +55,7 @@ STATE: web.AppKey[AppState] = web.AppKey("state", AppState)
 
 # route modules, in registration order; each exposes setup(app)
 ROUTE_MODULES = ["proxy.routes.basic", "proxy.routes.openai", "proxy.routes.render", "proxy.routes.tokenize",
-                 "proxy.routes.derender", "proxy.routes.responses"]
+                 "proxy.routes.derender", "proxy.routes.responses", "proxy.routes.messages"]
 
 
 def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: list[str] | None = None

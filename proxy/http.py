@@ -7,7 +7,7 @@ The rule for clients: whatever they send, they get either a 2xx or an OpenAI err
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from aiohttp import web
@@ -64,10 +64,14 @@ def _json_decode_error(raw: bytes) -> RequestError:
                               "ctx": {"error": reason}}])
 
 
-def validate(model: type[BaseModel], data: Any) -> Any:
-    """Validate once per request; pydantic errors become vLLM's 400 body."""
+def validate(model: type[BaseModel], data: Any, *, from_attributes: bool = False) -> Any:
+    """Validate once per request; pydantic errors become vLLM's 400 body.
+
+    `from_attributes=True` is how FastAPI validates bodies: a non-object where a nested model is
+    expected is then a `model_attributes_type` error, as vLLM reports it.
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, from_attributes=from_attributes)
     except ValidationError as exc:
         raise validation_error(exc.errors(include_url=False)) from None
 
@@ -79,28 +83,46 @@ def request_id_header(request: web.Request) -> str | None:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    return await answer_errors(request, handler, error_response)
+
+
+async def answer_errors(request: web.Request, handler: Any, respond: Callable[[RequestError], web.Response]
+                        ) -> web.StreamResponse:
+    """Run `handler`; whatever it raises is answered by `respond` (the API's error shape)."""
     try:
         return await handler(request)
-    except RequestError as exc:
-        return error_response(exc)
-    except web.HTTPRequestEntityTooLarge as exc:
-        # aiohttp's request.read() raises it without the actual size; its text names the limit
-        return error_response(RequestError(f"Request body is too large. {exc.text}", 413,
-                                           "RequestEntityTooLarge"))
-    except web.HTTPException as exc:
-        if exc.status < 400:
+    except Exception as exc:
+        error = as_request_error(exc, request)
+        if error is None:
             raise
+        return respond(error)
+
+
+def as_request_error(exc: Exception, request: web.Request) -> RequestError | None:
+    """The client-facing error for any exception a handler raised (None: an HTTP redirect, re-raise it).
+
+    Shared by the OpenAI-shaped middleware and routes that answer errors in another API's shape.
+    Call it from inside the `except` block: an unexpected exception's traceback is logged here.
+    """
+    if isinstance(exc, RequestError):
+        return exc
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        # aiohttp's request.read() raises it without the actual size; its text names the limit
+        return RequestError(f"Request body is too large. {exc.text}", 413, "RequestEntityTooLarge")
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            return None
         message = exc.reason if exc.status != 404 else f"Not Found: {request.method} {request.path}"
-        return error_response(RequestError(message, exc.status, _status_type(exc.status)))
-    except (ValueError, TypeError, OverflowError) as exc:
+        return RequestError(message, exc.status, _status_type(exc.status))
+    if isinstance(exc, (ValueError, TypeError, OverflowError)):
         # vLLM maps these to 400 (spec 1); core code should raise RequestError, so log the escape
         log.warning("400 from %s on %s: %s", type(exc).__name__, request.path, exc)
-        return error_response(RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError"))
-    except NotImplementedError as exc:
-        return error_response(RequestError(str(exc) or "Not implemented", 501, "NotImplementedError"))
-    except Exception:  # the last line of defence: a JSON 500, the traceback only in our log
-        log.exception("internal error on %s %s", request.method, request.path)
-        return error_response(RequestError("Internal server error", 500, "InternalServerError"))
+        return RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError")
+    if isinstance(exc, NotImplementedError):
+        return RequestError(str(exc) or "Not implemented", 501, "NotImplementedError")
+    # the last line of defence: a JSON 500, the traceback only in our log
+    log.exception("internal error on %s %s", request.method, request.path)
+    return RequestError("Internal server error", 500, "InternalServerError")
 
 
 def _status_type(status: int) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.errors import bad_request
+
 
 def _dump(value: Any) -> Any:
     return value.model_dump(by_alias=True) if isinstance(value, BaseModel) else value
@@ -144,6 +146,8 @@ def apply_structural_tag(request: Any, model: TagModel) -> Any:
     functions = [t.get("function") or {} for t in tools]
     if named is not None:
         functions = [f for f in functions if f.get("name") == named]
+        if not functions:  # xgrammar's check (a chat request never gets here: its validator checks first)
+            raise bad_request(f"The tool with name '{named}' is not found in the tools list.")
     fmt = model.format(functions, required=not (is_auto and output is None), named=named is not None)
     if single_call or named is not None:
         _limit_to_single_call(fmt)
