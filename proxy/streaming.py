@@ -97,6 +97,7 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
         raise
     unsent = writer.head() if head is None else head
     cut = 0
+    keepalive = _keepalive(resp, writer)
     try:
         with lifecycle.track(request, run.abort_all) as tracked:
             error: RequestError | None = None
@@ -109,6 +110,8 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
                     if out:
                         await resp.write(b"".join(out))
                         run.first_events_written()
+                        if keepalive is not None:
+                            keepalive.wrote()
                     for done in session.to_abort():
                         run.abort(sources[done][0], "stop_string")
                         cut += 1
@@ -124,6 +127,8 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
                 log.exception("derendering the engine stream failed")
                 error = _failed(run, invalid_response(started=True))
             run.count(0, session.completion_tokens)
+            if keepalive is not None:
+                await keepalive.stop()
             await resp.write_eof(b"".join([*unsent, *writer.close(error)]))  # one send, end of body included
     except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
@@ -131,8 +136,46 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
             raise client_gone() from None
         raise
     finally:
+        if keepalive is not None:
+            await keepalive.stop()
         run.report_tokens()
     return resp
+
+
+class _Keepalive:
+    """Sends the writer's `ping()` event whenever the stream has been silent `ping_interval`
+    seconds (Anthropic's `ping`), so proxies and clients with idle timeouts keep the stream."""
+
+    def __init__(self, resp: web.StreamResponse, ping: bytes, interval: float) -> None:
+        self.resp = resp
+        self.ping = ping
+        self.interval = interval
+        self.last = asyncio.get_running_loop().time()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def wrote(self) -> None:
+        self.last = asyncio.get_running_loop().time()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                await asyncio.sleep(max(0.0, self.last + self.interval - loop.time()))
+                if loop.time() - self.last >= self.interval:
+                    await self.resp.write(self.ping)
+                    self.last = loop.time()
+        except (ConnectionResetError, RuntimeError):
+            pass  # the client is gone (the main loop notices) or the response ended
+
+    async def stop(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+def _keepalive(resp: web.StreamResponse, writer: StreamWriter) -> _Keepalive | None:
+    interval = getattr(writer, "ping_interval", None)
+    return _Keepalive(resp, writer.ping(), interval) if interval else None  # type: ignore[attr-defined]
 
 
 def _failed(run: EngineRun, exc: EngineError) -> RequestError:

@@ -45,3 +45,6 @@ class StreamWriter(Protocol):
 
     def close(self, error: RequestError | None) -> list[bytes]:
         """The last events: after success, or the error that ended the stream."""
+
+# A writer may also have `ping_interval` (seconds, or None) and `ping() -> bytes`: the loop then
+# sends that event whenever the stream has been silent that long (Anthropic's `ping`).
