@@ -59,6 +59,10 @@ class ServerConfig:
     render_threads: int = 0  # 0: os.cpu_count()
     log_level: str = "info"
     access_log: bool = True
+    # the Responses API's store (proxy/store): None is the embedded SQLite file, "none" turns it off
+    response_store: str | None = None
+    response_store_ttl: float = 30 * 24 * 3600.0
+    response_store_max_bytes: int = 2 << 30
 
     @property
     def parsers_configured(self) -> bool:
@@ -153,6 +157,14 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--render-threads", type=int, default=0)
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--no-access-log", dest="access_log", action="store_false")
+    parser.add_argument("--response-store", default=None,
+                        help="where /v1/responses keeps stored responses: sqlite:///PATH (sqlite:////ABS.db), "
+                             "redis://HOST:PORT/DB (for replicas sharing it) or none (default: an SQLite file "
+                             "under the user's data directory, shared by --workers)")
+    parser.add_argument("--response-store-ttl", type=_non_negative(float), default=30 * 24 * 3600.0,
+                        help="seconds a stored response is kept (default 30 days, as OpenAI keeps them)")
+    parser.add_argument("--response-store-max-bytes", type=_non_negative(int), default=2 << 30,
+                        help="the most the stored responses may take; past it the oldest go (default 2 GiB)")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:

@@ -189,10 +189,6 @@ def output_items(frame: ResponsesFrame, result: ChoiceResult, parsed: bool) -> l
     return items
 
 
-def final_status(result: ChoiceResult | None, finish_reason: str | None) -> str:
-    return "incomplete" if finish_reason == "length" else "completed"
-
-
 def non_streamed(frame: ResponsesFrame, session: DerenderSession, counter: ReasoningCounter,
                  cached_tokens: int = 0) -> dict[str, Any]:
     """The non-streamed response object."""
@@ -226,6 +222,7 @@ class ResponsesStream:
         self.call: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.hide_logprobs = not frame.include_logprobs
+        self.final: dict[str, Any] | None = None  # the response the stream ended with
 
     def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self.sequence
@@ -385,14 +382,22 @@ class ResponsesStream:
             out = self._close("incomplete")
             out.append(self._event("error", {"code": str(error.status), "message": error.message,
                                              "param": error.param}))
-            failed = frame.response(self.items, "failed", None, {"code": "server_error", "message": error.message})
+            failed = self.final = frame.response(self.items, "failed", None,
+                                                 {"code": "server_error", "message": error.message})
             out.append(self._event("response.failed", {"response": failed}))
             return out
         status = item_status(self.finish_reason)
         out = self._close(status)
+        if not self.items and self.session.spec.parser is None:
+            # without a parser the answer is one message even when empty (the non-streamed rule)
+            item = _message(random_id("msg"), "", None, status)
+            out += [self._event("response.output_item.added", {"item": {**item, "status": "in_progress"},
+                                                               "output_index": 0}),
+                    self._event("response.output_item.done", {"item": item, "output_index": 0})]
+            self.items.append(item)
         prompt_tokens = len(self.session.prompts[0])
-        final = frame.response(self.items, status, usage(prompt_tokens, self.session.completion_tokens,
-                                                         self.counter.count))
+        final = self.final = frame.response(self.items, status, usage(prompt_tokens, self.session.completion_tokens,
+                                                                      self.counter.count))
         out.append(self._event("response.incomplete" if status == "incomplete" else "response.completed",
                                {"response": final}))
         return out
