@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -82,11 +82,41 @@ def client_gone() -> asyncio.CancelledError:
     return asyncio.CancelledError()
 
 
+async def pump(request: web.Request, run: EngineRun, sources: Sequence[tuple[EngineStream, dict | None]],
+               writer: StreamWriter, emit: Callable[[list[bytes]], Awaitable[None]],
+               shutting_down: Callable[[], bool] = lambda: False) -> RequestError | None:
+    """The loop itself: each batch of engine events through `writer`, its events to `emit`,
+    prompts whose choices all ended early aborted. Returns the error that ended the stream (None:
+    it ended well); the caller adds `writer.close(...)`."""
+    session = writer.session
+    cut = 0
+    prompt = 0
+    try:
+        async for prompt, batch in merged(sources, run.metrics):
+            out = await _derender(request, writer.feed, prompt, batch)
+            if out:
+                await emit(out)
+            for done in session.to_abort():
+                run.abort(sources[done][0], "stop_string")
+                cut += 1
+            if cut == len(sources):
+                break
+        return SHUTDOWN if shutting_down() else None
+    except EngineError as exc:
+        return SHUTDOWN if shutting_down() else _failed(run, exc)
+    except EngineOutputError as exc:
+        return _failed(run, output_error(exc, _source_engine(sources, prompt), started=True))
+    except Exception:  # the stream has started: never let a bug corrupt it, end it properly
+        log.exception("derendering the engine stream failed")
+        return _failed(run, invalid_response(started=True))
+    finally:
+        run.count(0, session.completion_tokens)
+
+
 async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[tuple[EngineStream, dict | None]],
                        writer: StreamWriter, head: list[bytes] | None = None) -> web.StreamResponse:
     """Stream the engine's output to the client through `writer` (see the module docstring).
     `head`: the writer's first events, when the caller made them before calling the engine."""
-    session = writer.session
     resp = SSEResponse(headers=SSE_HEADERS)
     try:
         await resp.prepare(request)
@@ -96,37 +126,20 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
             raise client_gone() from None
         raise
     unsent = writer.head() if head is None else head
-    cut = 0
     keepalive = _keepalive(resp, writer)
+
+    async def emit(events: list[bytes]) -> None:
+        nonlocal unsent
+        if unsent:  # the head leaves with the first token, in one send
+            events, unsent = unsent + events, []
+        await resp.write(b"".join(events))
+        run.first_events_written()
+        if keepalive is not None:
+            keepalive.wrote()
+
     try:
         with lifecycle.track(request, run.abort_all) as tracked:
-            error: RequestError | None = None
-            prompt = 0
-            try:
-                async for prompt, batch in merged(sources, run.metrics):
-                    out = await _derender(request, writer.feed, prompt, batch)
-                    if unsent:
-                        out, unsent = unsent + out, []  # the head leaves with the first token, in one send
-                    if out:
-                        await resp.write(b"".join(out))
-                        run.first_events_written()
-                        if keepalive is not None:
-                            keepalive.wrote()
-                    for done in session.to_abort():
-                        run.abort(sources[done][0], "stop_string")
-                        cut += 1
-                    if cut == len(sources):
-                        break
-                if tracked.aborted is not None:
-                    error = SHUTDOWN
-            except EngineError as exc:
-                error = SHUTDOWN if tracked.aborted is not None else _failed(run, exc)
-            except EngineOutputError as exc:
-                error = _failed(run, output_error(exc, _source_engine(sources, prompt), started=True))
-            except Exception:  # the response has started: never let a bug corrupt it, end it properly
-                log.exception("derendering the engine stream failed")
-                error = _failed(run, invalid_response(started=True))
-            run.count(0, session.completion_tokens)
+            error = await pump(request, run, sources, writer, emit, lambda: tracked.aborted is not None)
             if keepalive is not None:
                 await keepalive.stop()
             await resp.write_eof(b"".join([*unsent, *writer.close(error)]))  # one send, end of body included

@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +41,7 @@ from proxy.engine.pool import pool_of
 from proxy.engine.run import EngineRun
 from proxy.http import json_response, read_json_object
 from proxy.store import ResponseStore, StoreUnavailable, open_store
-from proxy.streaming import collect, write_stream
+from proxy.streaming import SSE_HEADERS, SSEResponse, client_gone, collect, pump, write_stream
 
 log = logging.getLogger("derender_proxy.responses")
 OWNER = f"{socket.gethostname()}:{os.getpid()}"  # the process running a background response
@@ -74,6 +75,7 @@ async def responses_render(request: web.Request) -> web.Response:
 
 STORE: web.AppKey[Any] = web.AppKey("response_store", object)
 BACKGROUND: web.AppKey[dict] = web.AppKey("background_responses", dict)
+STREAM_LOGS: web.AppKey[dict] = web.AppKey("background_stream_logs", dict)
 ACTIVE = ("queued", "in_progress")
 CANCEL_POLL_SECONDS = 1.0  # how often a background response looks for a cancellation from elsewhere
 STORE_OFF = ("The response store is off (--response-store none), so {what} is not available; run the "
@@ -199,29 +201,87 @@ async def _keep(store: ResponseStore, record: dict[str, Any]) -> None:
 
 # -- background --------------------------------------------------------------------------------------
 
+class EventLog:
+    """The events of a background streamed response, in this process: the request that created
+    it and later `GET ...?stream=true&starting_after=N` follow it; the generation goes on whoever
+    listens. Kept LOG_KEEP_SECONDS after the end, for late resumptions."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes] = []  # one per sequence number
+        self.done = False
+        self._changed = asyncio.Condition()
+
+    async def extend(self, events: list[bytes]) -> None:
+        async with self._changed:
+            self.events.extend(events)
+            self._changed.notify_all()
+
+    async def finish(self) -> None:
+        async with self._changed:
+            self.done = True
+            self._changed.notify_all()
+
+    async def follow(self, start: int) -> AsyncIterator[list[bytes]]:
+        seen = start
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.events) > seen or self.done)
+                events, seen = self.events[seen:], len(self.events)
+                done = self.done
+            if events:
+                yield events
+            if done and seen >= len(self.events):
+                return
+
+
+LOG_KEEP_SECONDS = 600.0
+
+
 async def _start_background(request: web.Request, call: ResponsesCall, run: EngineRun,
-                            store: ResponseStore) -> web.Response:
-    if call.req.stream:
-        raise RequestError("background with stream is not supported yet: create the response with background "
-                           "and poll GET /v1/responses/{id}.", 400, "invalid_request_error", "stream")
+                            store: ResponseStore) -> web.StreamResponse:
     queued = call.frame.response([], "queued", None)
     await _stored(store, store.put(call.record(queued, OWNER)))
+    response_id = queued["id"]
+    logs = request.app[STREAM_LOGS]
+    events = logs[response_id] = EventLog() if call.req.stream else None
     tasks = request.app[BACKGROUND]
-    task = asyncio.get_running_loop().create_task(_run_background(request, call, run, store))
-    tasks[queued["id"]] = task
-    task.add_done_callback(lambda _: tasks.pop(queued["id"], None))
-    return json_response(queued)
+    task = asyncio.get_running_loop().create_task(_run_background(request, call, run, store, events))
+    tasks[response_id] = task
+
+    def ended(_: Any) -> None:
+        tasks.pop(response_id, None)
+        if events is not None:
+            asyncio.get_running_loop().call_later(LOG_KEEP_SECONDS, logs.pop, response_id, None)
+    task.add_done_callback(ended)
+    if events is None:
+        return json_response(queued)
+    return await _follow(request, events, 0)
 
 
-async def _run_background(request: web.Request, call: ResponsesCall, run: EngineRun, store: ResponseStore) -> None:
+async def _follow(request: web.Request, events: EventLog, start: int) -> web.StreamResponse:
+    """Stream a background response's events from `start`; leaving does not stop the generation."""
+    resp = SSEResponse(headers=SSE_HEADERS)
+    await resp.prepare(request)
+    try:
+        async for batch in events.follow(start):
+            await resp.write(b"".join(batch))
+        await resp.write_eof()
+    except ConnectionResetError:
+        raise client_gone() from None
+    return resp
+
+
+async def _run_background(request: web.Request, call: ResponsesCall, run: EngineRun, store: ResponseStore,
+                          events: EventLog | None) -> None:
     """Generate, then store the answer unless the response was cancelled meanwhile. A cancellation
     here (POST .../cancel on this process, shutdown) or seen in the store stops the generation,
-    which aborts the engine request."""
+    which aborts the engine request. With `events`, the generation is streamed into that log."""
     response_id = call.frame.id
     generation = watcher = None
     try:
         await store.put(call.record(call.frame.response([], "in_progress", None), OWNER), if_status=ACTIVE)
-        generation = asyncio.ensure_future(call.generate(request, run))
+        produce = call.generate(request, run) if events is None else _stream_into(request, call, run, events)
+        generation = asyncio.ensure_future(produce)
         watcher = asyncio.ensure_future(_watch_cancellation(store, response_id))
         await asyncio.wait([generation, watcher], return_when=asyncio.FIRST_COMPLETED)
         if not generation.done():
@@ -243,6 +303,27 @@ async def _run_background(request: web.Request, call: ResponsesCall, run: Engine
             if task is not None and not task.done():
                 task.cancel()
         await asyncio.gather(*(t for t in (generation, watcher) if t is not None), return_exceptions=True)
+        if events is not None:
+            await events.finish()
+
+
+async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun, events: EventLog) -> dict[str, Any]:
+    """A background streamed response: the Responses events into the log; returns the final response."""
+    writer = ResponsesStream(call.session, call.frame, call.counter)
+    await events.extend(writer.head())
+    try:
+        source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])
+        error = await pump(request, run, [source], writer, events.extend)
+        await events.extend(writer.close(error))
+    except RequestError as exc:  # the engine failed before its first token
+        await events.extend(writer.close(exc))
+    except asyncio.CancelledError:
+        run.abort_all("client_disconnect")
+        raise
+    finally:
+        run.report_tokens()
+    assert writer.final is not None
+    return writer.final
 
 
 async def _watch_cancellation(store: ResponseStore, response_id: str) -> None:
@@ -261,12 +342,26 @@ async def retrieve_response(request: web.Request) -> web.Response:
     response_id = request.match_info["response_id"]
     store = store_of(request, "GET /v1/responses/{id}", "response_id")
     if request.query.get("stream", "").lower() == "true":
-        raise RequestError("Streaming a stored response is not supported yet; GET it without stream.", 400,
-                           "invalid_request_error", "stream")
+        return await _resume(request, response_id)
     record = await _stored(store, store.get(response_id))
     if record is None:
         raise not_found(response_id)
     return json_response(record["response"])
+
+
+async def _resume(request: web.Request, response_id: str) -> web.StreamResponse:
+    """`GET ...?stream=true&starting_after=N`: the events of a background streamed response after N."""
+    events = request.app[STREAM_LOGS].get(response_id)
+    if events is None:
+        raise RequestError(f"Response '{response_id}' is not a background stream running on this server (its "
+                           "events are kept where it runs); GET it without stream.", 400, "invalid_request_error",
+                           "stream")
+    after = request.query.get("starting_after")
+    try:
+        start = 0 if after is None else int(after) + 1
+    except ValueError:
+        raise RequestError("starting_after must be an integer", 400, "invalid_request_error", "starting_after") from None
+    return await _follow(request, events, max(0, start))
 
 
 async def delete_response(request: web.Request) -> web.Response:
@@ -316,6 +411,7 @@ def setup(app: web.Application) -> None:
     app[STORE] = open_store(config.response_store, ttl=config.response_store_ttl,
                             max_bytes=config.response_store_max_bytes)
     app[BACKGROUND] = {}
+    app[STREAM_LOGS] = {}
     app.on_cleanup.append(_close_store)
     app.router.add_post("/v1/responses/render", responses_render)
     app.router.add_post("/v1/responses", create_response)

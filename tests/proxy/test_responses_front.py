@@ -249,6 +249,26 @@ def test_background_poll_and_cancel(stack):
         client.responses.cancel(queued.id)
 
 
+def test_a_background_stream_goes_on_without_its_client_and_resumes(stack):
+    script(stack, ("<think>\nhm\n</think>\n\n" + "word " * 60, None), token_delay_ms=5)
+    client = stack.client()
+    stream = client.responses.create(model="tiny-qwen3", input="talk", background=True, stream=True)
+    first = []
+    for event in stream:
+        first.append(event)
+        if len(first) == 8:
+            break
+    stream.close()  # the client leaves; the generation goes on
+    response_id = first[0].response.id
+    wait_for(lambda: client.responses.retrieve(response_id).status == "completed", 20)
+    assert not stack.engine_state.aborted
+    rest = list(client.responses.retrieve(response_id, stream=True, starting_after=first[-1].sequence_number))
+    assert [e.sequence_number for e in first + rest] == list(range(len(first) + len(rest)))
+    final = rest[-1].response
+    assert rest[-1].type == "response.completed" and final.output_text.strip() == ("word " * 60).strip()
+    assert client.responses.retrieve(response_id).output_text == final.output_text
+
+
 def test_two_processes_share_the_sqlite_store(stack, tmp_path):
     """A `derender-proxy serve` process on the same engine and store file continues what this one stored."""
     tool_loop(stack)
