@@ -54,3 +54,17 @@ def get_tool_parser(name: str) -> type[ToolParser]:
         return TOOL_PARSERS[name]
     except KeyError:
         raise KeyError(f"unknown tool-call parser {name!r}; available: {', '.join(sorted(TOOL_PARSERS))}") from None
+
+
+# --- frontier families (branch `frontier`; the lead folds these into the name table) ---------
+# gpt-oss / Harmony: `openai_gptoss` (reasoning) + `openai` (tools), core/parsers/families/harmony.py
+_FRONTIER_MODULES = ("core.parsers.families.harmony",)
+_load_core_families = _load_families
+
+
+def _load_families() -> None:  # noqa: F811 - extends the loader above with the frontier modules
+    import importlib
+
+    _load_core_families()
+    for module in _FRONTIER_MODULES:
+        importlib.import_module(module)

