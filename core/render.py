@@ -411,6 +411,8 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     check_model(model, request.model)
     if request.use_beam_search:
         raise bad_request("Beam search is not supported by the render endpoint")
+    if model.renderer == "harmony":
+        return _render_chat_harmony(model, options, request, request_id_header)
     _check_tool_choice(request, options)
     tools = request.tools
     tool_dicts = None if tools is None or (
@@ -478,6 +480,46 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
         request_id=f"chatcmpl-{base_request_id(request_id_header, request.request_id)}",
         token_ids=token_ids, token_offsets=offsets, sampling_params=params, request=request, kv=kv, ec=ec,
         reasoning_ended=reasoning_ended, reasoning_parser_kwargs=reasoning_kwargs, parse_context=parse_context)
+
+
+def _render_chat_harmony(model: ModelInfo, options: RenderOptions, request: ChatCompletionRequest,
+                         request_id_header: str | None) -> dict[str, Any]:
+    """gpt-oss (core/renderers/harmony.py), in vLLM's order: no tool_choice or template checks, the
+    Harmony parser's request adjustment, then the prompt (or the prefill stage's reused ids)."""
+    from core.renderers import harmony
+
+    if options.has_parser:
+        harmony.adjust_request(request, tool_parser=options.tool_parser_cls is not None)
+    tools = request.tools
+    tool_dicts = None if tools is None or (
+        request.tool_choice == "none" and options.exclude_tools_when_tool_choice_none
+    ) else [tool.to_template() for tool in tools]
+    token_ids = reused_prompt_ids(model, request)
+    if token_ids is None:
+        effort = request.reasoning_effort
+        effort = options.reasoning_effort_map.get(effort, effort) if effort is not None else None
+        token_ids = harmony.render_chat_prompt(request.messages, tool_dicts, effort)
+    max_output = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    max_tokens = get_max_tokens(model.max_model_len, max_output, len(token_ids), model.sampling_defaults,
+                                request.truncate_prompt_tokens)
+    params = chat_sampling_params(request, max_tokens, model.sampling_defaults)
+    kv, ec = hoist_transfer_params(params)
+    reasoning = options.reasoning_parser_cls is not None
+    reasoning_ended = True if (not request.include_reasoning or reasoning) else None
+    parse_context = {
+        "tools": [t.to_template() for t in tools] if tools else None,
+        "tool_choice": _tool_choice_wire(request.tool_choice),
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "include_reasoning": request.include_reasoning,
+        "chat_template_kwargs": {},  # vLLM parses Harmony output without template kwargs
+        "history_tool_call_cnt": request.history_tool_call_count(),
+    }
+    return _generate_request(
+        request_id=f"chatcmpl-{base_request_id(request_id_header, request.request_id)}",
+        token_ids=token_ids, token_offsets=None, sampling_params=params, request=request, kv=kv, ec=ec,
+        reasoning_ended=reasoning_ended,
+        reasoning_parser_kwargs={"chat_template_kwargs": effective_chat_kwargs(request, options)} if reasoning else None,
+        parse_context=parse_context)
 
 
 # -- completions -------------------------------------------------------------------------
