@@ -368,6 +368,12 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     template_kwargs.pop("chat_template", None)
     template_tools = template_kwargs.pop("tools", None)  # the request's tools unless its kwargs override them
     template_kwargs.pop("tokenize", None)
+    if model.renderer == "harmony":  # gpt-oss: /tokenize renders a chat as the chat route does
+        from core.renderers import harmony
+
+        effort = chat_kwargs.get("reasoning_effort")
+        ids = harmony.render_chat_prompt(messages, tool_dicts, effort)
+        return budget.check_tokens(ids, [] if with_offsets else None)
     if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
         from core.renderers import deepseek
 
@@ -542,6 +548,9 @@ def _completion_prompts(request: CompletionRequest) -> list[str | list[int]]:
     return list(prompt)  # type: ignore[arg-type]
 
 
+FIM_RENDERERS = ("deepseek_v4",)  # renderer modes with a fill-in-the-middle completion prompt
+
+
 def render_completion(model: ModelInfo, options: RenderOptions, request: CompletionRequest,
                       request_id_header: str | None = None) -> list[dict[str, Any]]:
     """POST /v1/completions/render: one GenerateRequest dict per prompt. Raises RequestError."""
@@ -555,10 +564,12 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
             raise bad_request("suffix is not supported with prompt_embeds", param="suffix")
         if request.truncate_prompt_tokens is not None:
             raise bad_request("suffix is not supported with truncate_prompt_tokens", param="suffix")
-        if isinstance(request.prompt, str) or (isinstance(request.prompt, list)
-                                               and all(isinstance(p, str) for p in request.prompt)):
+        texts = isinstance(request.prompt, str) or (isinstance(request.prompt, list)
+                                                    and all(isinstance(p, str) for p in request.prompt))
+        if not texts:
+            raise bad_request("suffix requires text prompt input for FIM completion rendering", param="suffix")
+        if model.renderer not in FIM_RENDERERS:
             raise bad_request("suffix is only supported for models with FIM completion rendering", param="suffix")
-        raise bad_request("suffix requires text prompt input for FIM completion rendering", param="suffix")
     if request.echo and request.prompt_embeds is not None:
         raise bad_request("Echo is unsupported with prompt embeds.")
     if request.prompt_logprobs is not None and request.prompt_embeds is not None:
@@ -570,6 +581,10 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
     budget = TokenBudget(model.max_model_len, request.max_tokens or 0, request.truncate_prompt_tokens,
                          request.truncation_side, request.add_special_tokens)
     prompts = _completion_prompts(request)
+    if request.suffix is not None:  # DeepSeek V4's fill-in-the-middle prompt (core/renderers/deepseek.py)
+        from core.renderers.deepseek import fim_prompt
+
+        prompts = [fim_prompt(p, request.suffix) for p in prompts]
     if not prompts:
         raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
     encoded: list[tuple[list[int], list[list[int]] | None]] = []

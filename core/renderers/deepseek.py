@@ -406,6 +406,11 @@ def _v4_message(index: int, messages: list[dict[str, Any]], thinking: bool, drop
     return out
 
 
+def fim_prompt(prefix: str, suffix: str) -> str:
+    """DeepSeek V4's fill-in-the-middle completion prompt (a completion with `suffix`)."""
+    return f"<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>"
+
+
 ENCODERS = {"deepseek_v32": encode_v32, "deepseek_v4": encode_v4}
 # the content form of the conversation each encoder reads (vLLM's parse_chat_messages format)
 CONTENT_FORMATS = {"deepseek_v32": "string", "deepseek_v4": "openai"}

@@ -86,6 +86,12 @@ def render_cases(rec: Recorder, key: str, model: str) -> None:
     case("untrusted_template", {"messages": USER, "chat_template": "{{ 'x' }}"}, "a request template: refused")
     case("tool_without_call", {"messages": [*USER, {"role": "tool", "tool_call_id": "x", "content": "r"}]},
          "a tool result without a call before it")
+    for name, body, description in [
+            ("fim", {"prompt": "def f(x):", "suffix": "    return y", "max_tokens": 5}, "completion with suffix (FIM)"),
+            ("fim_list", {"prompt": ["a", "b"], "suffix": "z"}, "two prompts with a suffix"),
+            ("fim_ids", {"prompt": [1, 2, 3], "suffix": "z"}, "token-id prompt with a suffix"),
+            ("fim_echo", {"prompt": "x", "suffix": "z", "echo": True}, "echo with a suffix")]:
+        rec.call(f"completion_{name}", key, "/v1/completions/render", {"model": model, **body}, description)
 
 
 def record_render() -> None:

@@ -28,8 +28,9 @@ CASES = load_fixture("render_deepseek_v32") + load_fixture("render_deepseek_v4")
 
 
 def _scrub_id(body):
-    if isinstance(body, dict) and isinstance(body.get("request_id"), str):
-        body["request_id"] = re.sub(r"-[0-9a-f]{16}$", "-<random>", body["request_id"])
+    for item in body if isinstance(body, list) else [body]:
+        if isinstance(item, dict) and isinstance(item.get("request_id"), str):
+            item["request_id"] = re.sub(r"-[0-9a-f]{16}(-\d+)?$", r"-<random>\1", item["request_id"])
     return body
 
 

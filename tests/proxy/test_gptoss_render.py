@@ -75,3 +75,16 @@ def test_serve_defaults_the_reasoning_parser_and_checks_the_flags():
     with pytest.raises(ModelLoadError, match="--tool-call-parser hermes cannot be used with a gpt-oss model"):
         apply_model_parser_defaults(ServerConfig(tool_call_parser="hermes", enable_auto_tool_choice=True),
                                     gptoss_model())
+
+
+async def test_tokenize_renders_a_chat_with_harmony_as_the_chat_route(aiohttp_client):
+    """vLLM's /tokenize renders a gpt-oss chat with Harmony, not a template: the ids of the render."""
+    config = ServerConfig(**SERVERS["gptoss-parsers"])
+    client = await aiohttp_client(create_app(config, gptoss_model()))
+    for name in ("system_tools", "history_tool_call", "unicode"):
+        case = next(c for c in CASES if c["name"] == name)
+        body = {k: v for k, v in case["request"].items() if k in ("model", "messages", "tools")}
+        resp = await client.post("/tokenize", json=body)
+        got = await resp.json()
+        assert resp.status == 200, got
+        assert got["tokens"] == case["response"]["token_ids"]

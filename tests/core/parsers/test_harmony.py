@@ -172,6 +172,7 @@ def _structured(pieces_idx):
     return st.lists(st.sampled_from(pieces_idx), min_size=0, max_size=40)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_machine_equals_openai_harmony(gptoss, pieces, data):
