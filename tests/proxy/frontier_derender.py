@@ -62,3 +62,20 @@ async def check_stream(client, case, nonstream_case, *, compare_message: bool = 
     content = message["message"]["content"]
     assert agg["content"] == (content or None)
     assert agg["reasoning"] == message["message"]["reasoning"]
+
+
+def stream_chat(client, **request) -> tuple[str | None, str | None, list[dict], str | None]:
+    """A streamed chat through the official client: (content, reasoning, calls, finish_reason)."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for chunk in client.chat.completions.create(stream=True, **request):
+        for choice in chunk.choices:
+            delta = choice.delta
+            content += delta.content or ""
+            reasoning += (delta.model_extra or {}).get("reasoning") or ""
+            for tc in delta.tool_calls or []:
+                call = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                call["id"] = call["id"] or tc.id
+                call["name"] += tc.function.name or ""
+                call["arguments"] += tc.function.arguments or ""
+            finish = choice.finish_reason or finish
+    return content or None, reasoning or None, [calls[i] for i in sorted(calls)], finish

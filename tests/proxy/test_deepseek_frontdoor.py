@@ -12,6 +12,7 @@ import pytest
 from tests.core.parsers.dsml_cases import FAMILIES, block, invoke
 from tests.frontier_models import deepseek_model
 from tests.proxy.frontdoor_stack import Stack
+from tests.proxy.frontier_derender import stream_chat
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
@@ -29,20 +30,6 @@ def stack(request):
     stack.close()
 
 
-def _stream(client, **request):
-    content, reasoning, calls, finish = "", "", {}, None
-    for chunk in client.chat.completions.create(stream=True, **request):
-        for choice in chunk.choices:
-            content += choice.delta.content or ""
-            reasoning += (choice.delta.model_extra or {}).get("reasoning") or ""
-            for tc in choice.delta.tool_calls or []:
-                call = calls.setdefault(tc.index, {"name": "", "arguments": ""})
-                call["name"] += tc.function.name or ""
-                call["arguments"] += tc.function.arguments or ""
-            finish = choice.finish_reason or finish
-    return content or None, reasoning or None, [calls[i] for i in sorted(calls)], finish
-
-
 def test_reasoning_then_a_call(stack):
     f = FAMILIES[stack.version]
     thinking = {"chat_template_kwargs": {"thinking": True}}
@@ -56,9 +43,9 @@ def test_reasoning_then_a_call(stack):
     assert choice.message.model_extra["reasoning"] == "I need the weather tool."
     [call] = choice.message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "杭州", "days": 3})
-    streamed = _stream(client, model=model, messages=MESSAGES, tools=TOOLS, extra_body=thinking)
-    assert streamed[1:] == ("I need the weather tool.", [{"name": "get_weather", "arguments": call.function.arguments}],
-                            "tool_calls")
+    streamed = stream_chat(client, model=model, messages=MESSAGES, tools=TOOLS, extra_body=thinking)
+    assert (streamed[1], streamed[3]) == ("I need the weather tool.", "tool_calls")
+    assert [(c["name"], c["arguments"]) for c in streamed[2]] == [("get_weather", call.function.arguments)]
     assert streamed[0] == choice.message.content  # whitespace before the call: dropped both ways
     prompt = deepseek_model(stack.version).tokenizer.decode(stack.last_engine_request()["token_ids"])
     assert prompt.startswith("<｜begin▁of▁sentence｜>") and prompt.endswith("<｜Assistant｜><think>")
@@ -72,4 +59,4 @@ def test_plain_answer(stack):
     nothink = {"chat_template_kwargs": {"thinking": False}}
     answer = client.chat.completions.create(model=model, messages=MESSAGES, extra_body=nothink)
     assert answer.choices[0].message.content == "Sunny all week."
-    assert _stream(client, model=model, messages=MESSAGES, extra_body=nothink) == ("Sunny all week.", None, [], "stop")
+    assert stream_chat(client, model=model, messages=MESSAGES, extra_body=nothink) == ("Sunny all week.", None, [], "stop")

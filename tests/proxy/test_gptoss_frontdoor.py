@@ -13,6 +13,7 @@ import pytest
 
 from tests.frontier_models import gptoss_model
 from tests.proxy.frontdoor_stack import Stack
+from tests.proxy.frontier_derender import stream_chat
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -33,22 +34,6 @@ def stack():
     stack.close()
 
 
-def _stream(client, **request):
-    content, reasoning, calls, finish = "", "", {}, None
-    for chunk in client.chat.completions.create(stream=True, **request):
-        for choice in chunk.choices:
-            delta = choice.delta
-            content += delta.content or ""
-            reasoning += (delta.model_extra or {}).get("reasoning") or ""
-            for tc in delta.tool_calls or []:
-                call = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
-                call["id"] = call["id"] or tc.id
-                call["name"] += tc.function.name or ""
-                call["arguments"] += tc.function.arguments or ""
-            finish = choice.finish_reason or finish
-    return content or None, reasoning or None, [calls[i] for i in sorted(calls)], finish
-
-
 def test_tool_call_streamed_and_not(stack):
     stack.set_replies([ANALYSIS + CALL])
     client = stack.client()
@@ -60,7 +45,7 @@ def test_tool_call_streamed_and_not(stack):
     [call] = choice.message.tool_calls
     assert call.function.name == "get_weather"
     assert call.function.arguments == json.dumps({"city": "東京"})  # vLLM's json.dumps form
-    content, reasoning, calls, finish = _stream(client, model="tiny-gptoss", messages=MESSAGES, tools=TOOLS)
+    content, reasoning, calls, finish = stream_chat(client, model="tiny-gptoss", messages=MESSAGES, tools=TOOLS)
     assert (content, reasoning, finish) == (None, choice.message.model_extra["reasoning"], "tool_calls")
     assert [(c["name"], c["arguments"]) for c in calls] == [("get_weather", call.function.arguments)]
     assert calls[0]["id"].startswith("chatcmpl-tool-")
@@ -80,7 +65,7 @@ def test_final_answer_joins_messages_like_vllm(stack):
     assert message.content == "Sure.\nIt is sunny in Tokyo."  # preamble and final, "\n"-joined
     assert message.model_extra["reasoning"] == "Easy."
     assert answer.choices[0].finish_reason == "stop"
-    streamed = _stream(client, model="tiny-gptoss", messages=MESSAGES)
+    streamed = stream_chat(client, model="tiny-gptoss", messages=MESSAGES)
     assert streamed == (message.content, "Easy.", [], "stop")
 
 
@@ -113,5 +98,5 @@ def test_stop_strings_end_the_answer_but_do_not_cut_harmony_content(stack):
     choice = answer.choices[0]
     assert choice.finish_reason == "stop" and choice.model_extra["stop_reason"] == "sun"
     assert choice.message.content == "Sure.\nIt is sunny"
-    streamed = _stream(client, model="tiny-gptoss", messages=MESSAGES, stop=["sun"])
+    streamed = stream_chat(client, model="tiny-gptoss", messages=MESSAGES, stop=["sun"])
     assert streamed[0] == choice.message.content
