@@ -377,7 +377,10 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
         from core.renderers import deepseek
 
-        conversation = build_conversation(messages, deepseek.CONTENT_FORMATS[model.renderer], model.name)
+        content_format = deepseek.CONTENT_FORMATS[model.renderer]
+        conversation = build_conversation(messages, content_format or "openai", model.name)  # also validates
+        if content_format is None:
+            conversation = messages
         prompt = deepseek.render_prompt(model.renderer, conversation, template_tools, template_kwargs)
         return budget.encode(model.tokenizer, prompt, with_offsets)
     source = select_template(model.tokenizer.chat_template, requested_template, tool_dicts is not None)
@@ -548,7 +551,7 @@ def _completion_prompts(request: CompletionRequest) -> list[str | list[int]]:
     return list(prompt)  # type: ignore[arg-type]
 
 
-FIM_RENDERERS = ("deepseek_v4",)  # renderer modes with a fill-in-the-middle completion prompt
+FIM_RENDERERS = ("deepseek_v4", "deepseek_v41")  # renderer modes with a fill-in-the-middle completion prompt
 
 
 def render_completion(model: ModelInfo, options: RenderOptions, request: CompletionRequest,

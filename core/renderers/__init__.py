@@ -3,7 +3,8 @@
 * `harmony`: gpt-oss (config.json `model_type: gpt_oss`), whatever the tokenizer mode
   (vLLM's `use_harmony`); `core/renderers/harmony.py`.
 * vLLM's `--tokenizer-mode` renderer modes, given explicitly or implied by the architecture
-  (vLLM's `ModelConfig` defaults `auto` to the architecture's mode): `deepseek_v32`, `deepseek_v4`
+  (vLLM's `ModelConfig` defaults `auto` to the architecture's mode): `deepseek_v32`, `deepseek_v4`,
+  `deepseek_v41`
   (`core/renderers/deepseek.py`: DeepSeek's Python prompt encoders, the prompt then tokenized
   like a chat template's output).
 
@@ -16,9 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 # vLLM 0.33's tokenizer modes: those we render, and the rest (accepted by vLLM, refused here)
-SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4")
-UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "deepseek_v41", "inkling", "kimi_audio", "kimi_k3", "mistral",
-                     "terratorch")
+SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4", "deepseek_v41")
+UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "inkling", "kimi_audio", "kimi_k3", "mistral", "terratorch")
 # vLLM's ModelConfig: the architecture's renderer mode when the mode is "auto"
 ARCHITECTURE_MODES = {
     "Alpamayo2Super": "alpamayo2_super",

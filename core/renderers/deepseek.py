@@ -6,6 +6,9 @@ modes. This module writes the same prompt text; the chat render then tokenizes i
 output. The conversation is vLLM's (`core.chat_template.build_conversation`: content as a string
 for V3.2, as OpenAI parts for V4; tool-call arguments parsed).
 
+V4.1 (`deepseek_v41`): V4's format with `<｜System｜>`, a numeric effort preamble, space-prefixed
+DSML tags and mid-conversation system turns; it reads the request's messages, not the template
+conversation.
 V3.2: thinking only when `thinking`/`enable_thinking` is true; tools go into a system message put
 first; reasoning of earlier turns is dropped when the last message is the user's.
 V4: thinking unless a `thinking`/`enable_thinking` kwarg says otherwise (`reasoning_effort: none`
@@ -406,14 +409,218 @@ def _v4_message(index: int, messages: list[dict[str, Any]], thinking: bool, drop
     return out
 
 
+# -- V4.1 ------------------------------------------------------------------------------------
+
+SYSTEM = "<｜System｜>"
+V41_EFFORTS = {"low": 50, "high": 75, "xhigh": 75, "max": 100}
+V41_PARTS_TEXT = ("text", "input_text", "output_text")
+V41_PARTS_IMAGE = ("image_url", "input_image", "image_pil")
+
+
+def _v41_normalize(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM's deepseek_v41 message normalization (the request's messages, not the template conversation)."""
+    out = [dict(m) for m in copy.deepcopy(messages)]
+    for msg in out:
+        role = msg.get("role")
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            raise EncodeError(f"Invalid role: {role}")
+        if "reasoning" in msg:
+            msg["reasoning_content"] = msg["reasoning"]
+        _v41_no_image_text(msg.get("reasoning_content"))
+        content = msg.get("content")
+        if isinstance(content, str):
+            _v41_no_image_text(content)
+        elif isinstance(content, list):
+            parts = []
+            for part in content:
+                kind = part.get("type")
+                if kind in V41_PARTS_TEXT:
+                    _v41_no_image_text(part.get("text"))
+                    parts.append(part.get("text", ""))
+                elif kind in V41_PARTS_IMAGE:
+                    parts.append(IMAGE)
+                else:
+                    raise EncodeError(f"DeepSeek V4.1 supports text and image content only; got {kind!r}")
+            msg["content"] = "\n\n".join(parts)
+    return out
+
+
+def _v41_no_image_text(text: Any) -> None:
+    if isinstance(text, str) and IMAGE in text:
+        raise EncodeError(f"Message text contains image special token {IMAGE!r}; provide images as image "
+                          "content parts.")
+
+
+def v41_mode(kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    thinking = bool(kwargs.get("thinking") or kwargs.get("enable_thinking"))
+    if "thinking" not in kwargs and "enable_thinking" not in kwargs:
+        thinking = True
+    effort = kwargs.get("reasoning_effort")
+    if effort == "none":
+        thinking, effort = False, None
+    if effort is None:
+        effort = "high"
+    if not ((type(effort) is int and 1 <= effort <= 100) or (isinstance(effort, str) and effort in V41_EFFORTS)):
+        raise EncodeError("DeepSeek V4.1 reasoning_effort must be low, high, xhigh, max, or an integer within "
+                          "[1, 100] in chat_template_kwargs")
+    return thinking, effort
+
+
+def _v41_merge_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: list[dict[str, Any]] = []
+    for msg in messages:
+        msg = copy.deepcopy(msg)
+        role = msg.get("role")
+        prev = merged[-1] if merged else None
+        joinable = prev is not None and prev.get("role") == "user" and "content_blocks" in prev
+        if role == "tool":
+            block = {"type": "tool_result", "tool_use_id": msg.get("tool_call_id", ""), "content": msg.get("content", "")}
+            if joinable:
+                prev["content_blocks"].append(block)
+            else:
+                merged.append({"role": "user", "content_blocks": [block]})
+        elif role == "user":
+            blocks = msg.get("content_blocks")
+            if blocks is None:
+                blocks = [{"type": "text", "text": msg.get("content", "")}]
+            if joinable and prev.get("task") is None:
+                prev["content_blocks"].extend(blocks)
+            else:
+                msg["content_blocks"] = blocks
+                merged.append(msg)
+        else:
+            merged.append(msg)
+    return merged
+
+
+def _v41_last_user(messages: list[dict[str, Any]]) -> int:
+    """User/developer turns and mid-conversation system messages; a user turn of tool results only is not one."""
+    for idx in range(len(messages) - 1, -1, -1):
+        role = messages[idx].get("role")
+        if role in ("user", "developer") or (role == "system" and idx > 0):
+            blocks = messages[idx].get("content_blocks")
+            if blocks and not any(b.get("type") in ("text", "image", "image_url") for b in blocks):
+                continue
+            return idx
+    return -1
+
+
+def _v41_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    args = call["function"]["arguments"]
+    if not isinstance(args, dict):
+        for _ in range(2):  # JSON strings, double-encoded ones too
+            if not isinstance(args, str):
+                break
+            try:
+                args = json.loads(args)
+            except ValueError:
+                break
+        if not isinstance(args, dict):
+            args = {"arguments": call["function"]["arguments"]}
+    return args
+
+
+def encode_v41(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, kwargs: dict[str, Any]) -> str:
+    messages = _v41_normalize(messages)
+    if tools:
+        system = next((m for m in messages if m["role"] == "system"), None)
+        if system is None:
+            system = {"role": "system", "content": ""}
+            messages.insert(0, system)
+        system["tools"] = tools
+    thinking, effort = v41_mode(kwargs)
+    drop = kwargs.get("drop_thinking", True)
+    messages = _v4_order_tool_results(_v41_merge_tool_results(messages))
+    if any(m.get("tools") for m in messages):
+        drop = False
+    if thinking and drop:
+        last = _v41_last_user(messages)
+        kept = []
+        for idx, msg in enumerate(messages):
+            role = msg.get("role")
+            if role in ("user", "system", "tool", "latest_reminder", "direct_search_results") or idx >= last:
+                kept.append(msg)
+            elif role == "assistant":
+                kept.append({k: v for k, v in msg.items() if k != "reasoning_content"})
+        messages = kept
+    last = _v41_last_user(messages)
+    return BOS + "".join(_v41_message(i, messages, thinking, drop, effort, last) for i in range(len(messages)))
+
+
+def _v41_message(index: int, messages: list[dict[str, Any]], thinking: bool, drop: bool, effort: Any,
+                 last: int) -> str:
+    msg = messages[index]
+    role, content = msg.get("role"), msg.get("content")
+    tools, calls = msg.get("tools"), msg.get("tool_calls")
+    budget = V41_EFFORTS[effort] if isinstance(effort, str) else effort
+    effort_text = (f"Reasoning Effort: {budget} (range 1-100, the higher the value, the more thorough the "
+                   "reasoning)\n\n") if index == 0 and thinking else ""
+    out = (SYSTEM if index == 0 and (effort_text or role == "system") else "") + effort_text
+    if role == "system":
+        out += (SYSTEM if index > 0 else "") + (content or "")
+        if tools:
+            out += "\n\n" + tools_section(V41_TOOLS, tools)
+        out = _with_response_format(out, msg)
+    elif role == "developer":
+        if not content:
+            raise EncodeError(f"Invalid message for role `{role}`: {msg}")
+        inner = USER + content
+        if tools:
+            inner += "\n\n" + tools_section(V41_TOOLS, tools)
+        out += _with_response_format(inner, msg)
+    elif role == "user":
+        blocks = msg.get("content_blocks")
+        out += USER + (_v4_user_blocks(blocks) if blocks else content or "")
+    elif role == "latest_reminder":
+        out += LATEST_REMINDER + f"{content}"
+    elif role == "assistant":
+        call_text = ""
+        if calls:
+            invokes = []
+            for call in calls:
+                params = "\n".join(
+                    f'<{DSML} parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                    f'{v if isinstance(v, str) else to_json(v)}</{DSML} parameter>'
+                    for k, v in _v41_arguments(call).items())
+                invokes.append(f'<{DSML} invoke name="{call["function"].get("name")}">\n{params}\n</{DSML} invoke>')
+            call_text = "\n\n" + f"<{DSML} calls>\n" + "\n".join(invokes) + f"\n</{DSML} calls>"
+        after_task = index >= 1 and messages[index - 1].get("task") is not None
+        thought = ""
+        if thinking and not after_task and (not drop or index > last):
+            thought = (msg.get("reasoning_content") or "") + END_THINK
+        out += f"{thought}{content or ''}{call_text}" + ("" if msg.get("wo_eos", False) else EOS)
+    else:
+        raise EncodeError(f"Unknown role: {role}")
+
+    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
+        return out
+    task = msg.get("task")
+    if task is not None:
+        if task not in TASKS:
+            raise EncodeError(f"Invalid task: '{task}'. Valid tasks are: {list(TASKS)}")
+        if task != "action":
+            return out + TASKS[task]
+        return out + ASSISTANT + (THINK if thinking else END_THINK) + TASKS[task]
+    if role in ("user", "developer") or (role == "system" and index > 0):
+        opens = thinking and (not drop or index >= last)
+        out += ASSISTANT + (THINK if opens else END_THINK)
+    return out
+
+
+V41_TOOLS = V4_TOOLS.replace("<{dsml}tool_calls>", "<{dsml} calls>").replace("</{dsml}tool_calls>", "</{dsml} calls>") \
+    .replace("<{dsml}invoke", "<{dsml} invoke").replace("</{dsml}invoke>", "</{dsml} invoke>") \
+    .replace("<{dsml}parameter", "<{dsml} parameter").replace("</{dsml}parameter>", "</{dsml} parameter>")
+
+
 def fim_prompt(prefix: str, suffix: str) -> str:
     """DeepSeek V4's fill-in-the-middle completion prompt (a completion with `suffix`)."""
     return f"<｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>"
 
 
-ENCODERS = {"deepseek_v32": encode_v32, "deepseek_v4": encode_v4}
-# the content form of the conversation each encoder reads (vLLM's parse_chat_messages format)
-CONTENT_FORMATS = {"deepseek_v32": "string", "deepseek_v4": "openai"}
+ENCODERS = {"deepseek_v32": encode_v32, "deepseek_v4": encode_v4, "deepseek_v41": encode_v41}
+# the content form of the conversation each encoder reads (vLLM's parse_chat_messages format);
+# None: the request's own messages (V4.1 normalizes them itself)
+CONTENT_FORMATS = {"deepseek_v32": "string", "deepseek_v4": "openai", "deepseek_v41": None}
 
 
 def render_prompt(mode: str, conversation: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -5,10 +5,13 @@ Servers (in /root/vllm-oracle; flags from common.sh's parser_flags):
         (--tokenizer-mode deepseek_v32 --tool-call-parser deepseek_v32 --reasoning-parser deepseek_v3 --enable-auto-tool-choice)
   8133  ./start-render033.sh tiny-deepseek-v4 8133
         (--tokenizer-mode deepseek_v4 --tool-call-parser deepseek_v4 --reasoning-parser deepseek_v4 --enable-auto-tool-choice)
+  8134  tiny-deepseek-v41 = tests/frontier_models.write_deepseek_model("v41", models/tiny-deepseek-v41);
+        ./start-render033.sh tiny-deepseek-v41 8134 --tokenizer-mode deepseek_v41 --tool-call-parser deepseek_v41
+        --reasoning-parser deepseek_v41 --enable-auto-tool-choice
 
 Writes tests/fixtures/oracle/render_deepseek_v32.json / render_deepseek_v4.json (chat render) and
 parsers_deepseek_v32.json / parsers_deepseek_v4.json (derender, non-streaming and streamed).
-Usage: record_deepseek.py [render] [derender]
+Usage: record_deepseek.py [render] [derender] [v32] [v4] [v41]   (default: all)
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from oracle_client import Recorder, Tok  # noqa: E402
+
+from tests.core.parsers.dsml_cases import FAMILIES, block, invoke  # noqa: E402
 from record_parsers import TOOLS, Family  # noqa: E402
 
 SCRIPT = "tests/oracle/record_deepseek.py"
@@ -28,6 +34,8 @@ SERVERS = {
                                          "--reasoning-parser deepseek_v3", "--enable-auto-tool-choice"]),
     "v4": ("tiny-deepseek-v4", 8133, ["--tokenizer-mode deepseek_v4", "--tool-call-parser deepseek_v4",
                                        "--reasoning-parser deepseek_v4", "--enable-auto-tool-choice"]),
+    "v41": ("tiny-deepseek-v41", 8134, ["--tokenizer-mode deepseek_v41", "--tool-call-parser deepseek_v41",
+                                         "--reasoning-parser deepseek_v41", "--enable-auto-tool-choice"]),
 }
 USER = [{"role": "user", "content": "What is the weather in Hangzhou?"}]
 CALLS = [{"id": "call_1", "type": "function", "function": {"name": "get_weather",
@@ -92,10 +100,25 @@ def render_cases(rec: Recorder, key: str, model: str) -> None:
             ("fim_ids", {"prompt": [1, 2, 3], "suffix": "z"}, "token-id prompt with a suffix"),
             ("fim_echo", {"prompt": "x", "suffix": "z", "echo": True}, "echo with a suffix")]:
         rec.call(f"completion_{name}", key, "/v1/completions/render", {"model": model, **body}, description)
+    case("effort_xhigh", {"messages": USER, "reasoning_effort": "xhigh"}, "reasoning_effort xhigh")
+    case("effort_number", {"messages": USER, "chat_template_kwargs": {"reasoning_effort": 30}},
+         "a numeric effort in the template kwargs (V4.1)")
+    case("mid_system", {"messages": [*USER, {"role": "assistant", "content": "Sunny."},
+                                     {"role": "system", "content": "Now answer in French."}]},
+         "a system message after the first turn")
+    case("system_last", {"messages": [{"role": "system", "content": "Only a system message."}]},
+         "a lone system message")
+    case("image_part", {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {
+        "data": "x", "format": "wav"}}]}]}, "a content part the encoder does not know")
+    case("reasoning_history_tool_only", {"messages": [*HISTORY[1:], {"role": "assistant", "content": "Done.",
+                                                                     "reasoning": "ok"}], "tools": TOOLS},
+         "a tool round trip then an answer, tools present (thinking kept)")
 
 
-def record_render() -> None:
+def record_render(versions) -> None:
     for version, (model, port, flags) in SERVERS.items():
+        if version not in versions:
+            continue
         rec = Recorder(f"render_deepseek_{version}", f"vLLM 0.33 chat render of {model} "
                        f"(renderer mode deepseek_{version})", SCRIPT)
         key = rec.server(f"ds{version}-parsers", port, model, flags)
@@ -103,20 +126,15 @@ def record_render() -> None:
         rec.write()
 
 
-def dsml(block: str, calls: list[tuple[str, dict]]) -> str:
-    invokes = []
-    for name, args in calls:
-        params = "\n".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
-                           f'{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</｜DSML｜parameter>'
-                           for k, v in args.items())
-        invokes.append(f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>')
-    return f"<｜DSML｜{block}>\n" + "\n".join(invokes) + f"\n</｜DSML｜{block}>"
+def dsml(fam: str, calls: list[tuple[str, dict]]) -> str:
+    f = FAMILIES[fam]
+    return block(f, *(invoke(f, name, args) for name, args in calls))
 
 
-def scenarios(block: str) -> list[tuple[str, dict, str, str]]:
+def scenarios(fam: str) -> list[tuple[str, dict, str, str]]:
     """(name, request, output text, description); the output ends with EOS unless cut by length."""
-    weather = dsml(block, [("get_weather", {"city": "杭州", "unit": "c"})])
-    two = dsml(block, [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "UTC", "n": 3, "ok": True,
+    weather = dsml(fam, [("get_weather", {"city": "杭州", "unit": "c"})])
+    two = dsml(fam, [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "UTC", "n": 3, "ok": True,
                                                                         "list": [1, "a"]})])
     tools = {"messages": USER, "tools": TOOLS}
     think = {"chat_template_kwargs": {"thinking": True}}
@@ -133,10 +151,10 @@ def scenarios(block: str) -> list[tuple[str, dict, str, str]]:
         ("two_calls", {**tools, **nothink}, two, "two invokes, typed parameters"),
         ("text_after_block", {**tools, **nothink}, weather + "\nDone.", "text after the block"),
         ("call_in_reasoning", {**tools, **think}, "thinking " + weather, "the block starts inside reasoning"),
-        ("unknown_tool", {**tools, **nothink}, dsml(block, [("nope", {"x": 1})]), "a tool not in the request"),
+        ("unknown_tool", {**tools, **nothink}, dsml(fam, [("nope", {"x": 1})]), "a tool not in the request"),
         ("missing_string_attr", {**tools, **nothink},
-         f'<｜DSML｜{block}>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city">Oslo'
-         f'</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜{block}>', "a parameter without string attribute"),
+         block(FAMILIES[fam], invoke(FAMILIES[fam], "get_weather", {"city": "Oslo"}, string_attr=False)),
+         "a parameter without string attribute"),
         ("truncated_call", {**tools, **nothink}, weather[:-40], "length inside the call"),
         ("tool_choice_none", {**tools, "tool_choice": "none", **nothink}, weather, "tool_choice none"),
         ("tool_choice_required", {**tools, "tool_choice": "required", **nothink}, weather, "required"),
@@ -148,22 +166,25 @@ def scenarios(block: str) -> list[tuple[str, dict, str, str]]:
     ]
 
 
-def record_derender() -> None:
+def record_derender(versions) -> None:
     for version, (model, port, flags) in SERVERS.items():
+        if version not in versions:
+            continue
         rec = Recorder(f"parsers_deepseek_{version}", f"vLLM 0.33 derender on {model} with "
                        + " ".join(flags), SCRIPT)
         tok = Tok(model)
         f = Family(rec, f"ds{version}-parsers", port, model, flags, tok, eos=1)
-        block = "function_calls" if version == "v32" else "tool_calls"
-        for name, req, text, description in scenarios(block):
+        for name, req, text, description in scenarios(version):
             finish = "length" if name.startswith("truncated") else "stop"
             f.scenario(name, req, text, description, finish=finish)
         rec.write()
 
 
 if __name__ == "__main__":
-    todo = sys.argv[1:] or ["render", "derender"]
+    args = sys.argv[1:]
+    todo = [a for a in args if a in ("render", "derender")] or ["render", "derender"]
+    chosen = [a for a in args if a in SERVERS] or list(SERVERS)
     if "render" in todo:
-        record_render()
+        record_render(chosen)
     if "derender" in todo:
-        record_derender()
+        record_derender(chosen)

@@ -1,6 +1,6 @@
 """DeepSeek V3.2 / V4 (DSML) derender over HTTP against vLLM 0.33's render servers.
 
-Fixtures: tests/fixtures/oracle/parsers_deepseek_{v32,v4}.json (tests/oracle/record_deepseek.py);
+Fixtures: tests/fixtures/oracle/parsers_deepseek_{v32,v4,v41}.json (tests/oracle/record_deepseek.py);
 the checks are tests/proxy/frontier_derender.py's.
 """
 
@@ -15,7 +15,7 @@ from tests.oracle_fixtures import load_fixture
 from tests.proxy.frontier_derender import check_nonstream, check_stream
 from tests.proxy.test_deepseek_render import SERVERS
 
-CASES = load_fixture("parsers_deepseek_v32") + load_fixture("parsers_deepseek_v4")
+CASES = load_fixture("parsers_deepseek_v32") + load_fixture("parsers_deepseek_v4") + load_fixture("parsers_deepseek_v41")
 NONSTREAM = [c for c in CASES if "stream" not in c]
 BY_NAME = {(c["server"], c["name"]): c for c in NONSTREAM}
 STREAMS = [c for c in CASES if "stream" in c]

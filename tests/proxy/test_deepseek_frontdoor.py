@@ -1,5 +1,5 @@
-"""DeepSeek V3.2 / V4 through the whole front door: the official openai client -> the proxy
-(deepseek_v32 / deepseek_v4 renderer modes and DSML parsers) -> the reference engine and back.
+"""DeepSeek V3.2 / V4 / V4.1 through the whole front door: the official openai client -> the proxy
+(deepseek_v32 / deepseek_v4 / deepseek_v41 renderer modes and DSML parsers) -> the reference engine and back.
 Streamed and non-streamed answers must agree.
 """
 
@@ -18,10 +18,11 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
 MESSAGES = [{"role": "user", "content": "Weather in Hangzhou for 3 days?"}]
 FLAGS = {"v32": {"tool_call_parser": "deepseek_v32", "reasoning_parser": "deepseek_v3"},
-         "v4": {"tool_call_parser": "deepseek_v4", "reasoning_parser": "deepseek_v4"}}
+         "v4": {"tool_call_parser": "deepseek_v4", "reasoning_parser": "deepseek_v4"},
+         "v41": {"tool_call_parser": "deepseek_v41", "reasoning_parser": "deepseek_v41"}}
 
 
-@pytest.fixture(scope="module", params=["v32", "v4"])
+@pytest.fixture(scope="module", params=["v32", "v4", "v41"])
 def stack(request):
     model = deepseek_model(request.param)
     stack = Stack(model, enable_auto_tool_choice=True, served_model_name=[model.name], **FLAGS[request.param])

@@ -50,7 +50,8 @@ _D = "｜DSML｜"
 class Spelling:
     """One dialect's terminals."""
 
-    def __init__(self, block: str, starts: tuple[str, ...], sp: str, tag_model: str) -> None:
+    def __init__(self, block: str, starts: tuple[str, ...], sp: str, tag_model: str,
+                 style: str = "deepseek_xml") -> None:
         self.starts = starts  # block openers (the first is the canonical one)
         self.end = f"</{_D}{block}>"
         self.invoke = f'<{_D}{sp}invoke name="'
@@ -62,13 +63,14 @@ class Spelling:
         self.head = re.compile(rf'{start}\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*>')
         self.next_param = re.compile(rf"{start}\s+name=")
         self.tag_model = tag_model
+        self.style = style  # xgrammar's JSON style for the arguments in the structural tag
         self.markers = (*starts, self.end, self.invoke, self.name_end, self.invoke_end, self.param_start,
                         self.param_close)
 
 
 V32 = Spelling("function_calls", (f"<{_D}function_calls>",), "", "deepseek_v3_2")
 V4 = Spelling("tool_calls", (f"<{_D}tool_calls>", f"<{_D}toolcalls>", f"<{_D}tool>"), "", "deepseek_v4")
-V41 = Spelling(" calls", (f"<{_D} calls>",), " ", "deepseek_v4_1")
+V41 = Spelling(" calls", (f"<{_D} calls>",), " ", "deepseek_v4_1", style="deepseek_v4_1_xml")
 
 
 # -- arguments -----------------------------------------------------------------------------
@@ -313,7 +315,7 @@ class DsmlTagModel(TagModel):
 
     def __init__(self, sp: Spelling) -> None:
         begin = sp.starts[0]
-        super().__init__([(sp.invoke + "{name}" + '">\n', sp.invoke_end + "\n")], [begin], style="deepseek_xml",
+        super().__init__([(sp.invoke + "{name}" + '">\n', sp.invoke_end + "\n")], [begin], style=sp.style,
                          excludes=[THINK_START, THINK_END])
         self.begin, self.end = begin, sp.end
 

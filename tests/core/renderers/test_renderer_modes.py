@@ -14,12 +14,13 @@ def test_modes_and_architectures():
     assert renderer_for({"model_type": "gpt_oss"}) == "harmony"
     assert renderer_for({"architectures": ["DeepseekV32ForCausalLM"]}) == "deepseek_v32"
     assert renderer_for({"architectures": ["DeepseekV4ForConditionalGeneration"]}) == "deepseek_v4"
+    assert renderer_for({"architectures": ["DeepseekV41ForCausalLM"]}) == "deepseek_v41"
     assert renderer_for({"architectures": ["DeepseekV32ForCausalLM"]}, "hf") == "hf"  # explicit wins
     assert renderer_for({}, "deepseek_v4") == "deepseek_v4"
     assert renderer_for({}, "HF") == "hf"  # vLLM lower-cases the mode
 
 
-@pytest.mark.parametrize("mode", ["mistral", "kimi_k3", "cohere", "inkling", "deepseek_v41"])
+@pytest.mark.parametrize("mode", ["mistral", "kimi_k3", "cohere", "inkling", "alpamayo2_super"])
 def test_modes_vllm_knows_are_refused_as_not_supported_yet(mode):
     with pytest.raises(ValueError, match=f"--tokenizer-mode {mode} is not supported yet"):
         renderer_for({}, mode)
