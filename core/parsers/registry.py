@@ -60,7 +60,10 @@ def get_tool_parser(name: str) -> type[ToolParser]:
 # gpt-oss / Harmony: `openai_gptoss` (reasoning) + `openai` (tools), core/parsers/families/harmony.py
 # DeepSeek V3.2 / V4 / V4.1 (DSML): tools `deepseek_v32`, `deepseek_v4`, `deepseek_v41`, reasoning
 # `deepseek_v4`, `deepseek_v41`, core/parsers/families/dsml.py
-_FRONTIER_MODULES = ("core.parsers.families.harmony", "core.parsers.families.dsml")
+# Qwen3-grammar variants: `step3p5` (reasoning, tools), `nemotron_v3` (reasoning),
+# core/parsers/families/qwen3_variants.py
+_FRONTIER_MODULES = ("core.parsers.families.harmony", "core.parsers.families.dsml",
+                     "core.parsers.families.qwen3_variants")
 _load_core_families = _load_families
 
 
