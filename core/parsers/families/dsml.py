@@ -45,6 +45,7 @@ from core.parsers.structural_tag import TagModel, _json_content, apply_structura
 from core.parsers.text import find_first, merge_tool_deltas, partial_suffix
 
 _D = "｜DSML｜"
+MAX_UNANSWERED_BLOCK = 4096
 
 
 class Spelling:
@@ -199,6 +200,9 @@ class _DsmlToolParser(ToolParser):
     """Phases: C content, P block preamble, N invoke name, A arguments, B between invokes."""
 
     SPELLING: Spelling
+    # V3.2 (classic composition): without any call, vLLM returns the content whole, markup included,
+    # so the text after a block opener is held until an invoke comes (at most this many characters)
+    keeps_unanswered_block = False
     supports_required_and_named = False  # forced calls come in DSML too (the structural tag)
     drops_special_tokens = True
 
@@ -220,8 +224,9 @@ class _DsmlToolParser(ToolParser):
         return props if isinstance(props, dict) and props else None
 
     def start(self) -> State:
-        # x: exact (non-streaming) mode: a call's raw arguments are kept and converted at its end
-        return {"ph": "C", "h": "", "nm": "", "n": 0, "p": None, "x": False}
+        # x: exact (non-streaming) mode: a call's raw arguments are kept and converted at its end;
+        # hx: (V3.2) the text since a block opened, while no invoke has come yet
+        return {"ph": "C", "h": "", "nm": "", "n": 0, "p": None, "x": False, "hx": None}
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -250,13 +255,15 @@ class _DsmlToolParser(ToolParser):
             self._text(state, buf[pos:at], content, calls)
             pos = at + len(tag)
             if tag == sp.invoke:
-                state["ph"], state["nm"] = "N", ""
+                state["ph"], state["nm"], state["hx"] = "N", "", None
             elif tag == sp.name_end:
                 self._open_call(state, calls)
             elif tag in (sp.invoke_end, sp.end) and phase == "A":
                 self._close_call(state, calls)
                 state["ph"] = "B"
             elif tag in sp.starts:
+                if phase == "C" and self.keeps_unanswered_block and state["n"] == 0:
+                    state["hx"] = tag
                 state["ph"] = "P"
             # B + end: stays B
         state["h"] = buf[pos:]
@@ -270,6 +277,9 @@ class _DsmlToolParser(ToolParser):
             content.append(text)
         elif phase == "N":
             state["nm"] += text
+        elif phase == "P" and state["hx"] is not None:
+            held = state["hx"] + text
+            state["hx"] = held if len(held) <= MAX_UNANSWERED_BLOCK else None
         elif phase == "A":
             if state["x"]:
                 state["p"]["raw"] += text
@@ -307,6 +317,9 @@ class _DsmlToolParser(ToolParser):
         if state["ph"] == "A":
             self._close_call(state, calls)
             state["ph"] = "B"
+        if state["hx"] is not None and state["n"] == 0:  # a block without any invoke stays content
+            content.append(state["hx"])
+        state["hx"] = None
         return "".join(content), merge_tool_deltas(calls)
 
 
@@ -339,8 +352,9 @@ class DeepSeekV32ToolParser(_DsmlToolParser):
     name = "deepseek_v32"
     SPELLING = V32
     # with V3.2's deepseek_v3 reasoning parser vLLM composes the classic way: tool_choice "none"
-    # (or no tools) leaves the DSML markup in the content
+    # (or no tools) leaves the DSML markup in the content, and so does an output without a call
     engine_based = False
+    keeps_unanswered_block = True
 
 
 @register_tool("deepseek_v4")

@@ -75,6 +75,8 @@ def outputs(f: dict) -> dict[str, str]:
         "think_tags": "a <think>b</think> c",
         "stray_close": "answer </think> more",
         "end_without_block": "x " + f["close"] + " y",
+        "open_without_invoke": "before " + f["open"] + "\nno invoke here",
+        "open_closed_empty": "before " + f["open"] + "\n" + f["close"] + " after",
     }
 
 

@@ -218,6 +218,22 @@ def test_adversarial_ids_never_raise_and_chunking_is_invariant(gptoss, pieces, d
             want = [(c["name"], c["arguments"]) for c in want]
         assert got == want, key
     orjson.dumps(make_parser(gptoss, "openai_gptoss", "openai", request).start(None))
+    # and the non-streaming answer: the same reasoning, content and calls; the same arguments
+    # whenever both are JSON (broken JSON cannot be taken back once its canonical start went out)
+    reasoning, content, calls = make_parser(gptoss, "openai_gptoss", "openai", request).parse_complete("", ids, None)
+    assert (whole["reasoning"] or None, whole["content"] or None) == (reasoning, content)
+    assert [c["name"] for c in whole["tool_calls"]] == [c["function"]["name"] for c in calls]
+    for ours, theirs in zip(whole["tool_calls"], calls, strict=True):
+        if _is_json(ours["arguments"]) and _is_json(theirs["function"]["arguments"]):
+            assert ours["arguments"] == theirs["function"]["arguments"]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def test_state_is_small_and_feed_cost_flat(gptoss):
