@@ -154,6 +154,23 @@ def _with_response_format(text: str, message: dict[str, Any]) -> str:
     return text
 
 
+V4_KEPT_ROLES = ("user", "system", "tool", "latest_reminder", "direct_search_results")
+
+
+def drop_old_reasoning(messages: list[dict[str, Any]], last: int, kept_roles: tuple[str, ...],
+                       reasoning_key: str) -> list[dict[str, Any]]:
+    """Before the last user turn: assistant messages lose their reasoning, developer messages
+    (and other roles not kept) are dropped."""
+    kept = []
+    for idx, msg in enumerate(messages):
+        role = msg.get("role")
+        if role in kept_roles or idx >= last:
+            kept.append(msg)
+        elif role == "assistant":
+            kept.append({k: v for k, v in msg.items() if k != reasoning_key})
+    return kept
+
+
 # -- V3.2 ------------------------------------------------------------------------------------
 
 
@@ -164,15 +181,7 @@ def encode_v32(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
         messages.insert(0, {"role": "system", "tools": tools})
     drop = bool(messages) and messages[-1]["role"] == "user"
     if thinking and drop:
-        last = last_user_index(messages)
-        kept = []
-        for idx, msg in enumerate(messages):
-            role = msg.get("role")
-            if role in ("user", "system", "tool") or idx >= last:
-                kept.append(msg)
-            elif role == "assistant":
-                kept.append({k: v for k, v in msg.items() if k != "reasoning"})
-        messages = kept
+        messages = drop_old_reasoning(messages, last_user_index(messages), ("user", "system", "tool"), "reasoning")
     last = last_user_index(messages)
     return BOS + "".join(_v32_message(i, messages, thinking, last) for i in range(len(messages)))
 
@@ -323,15 +332,7 @@ def encode_v4(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     if any(m.get("tools") for m in messages):
         drop = False
     if thinking and drop:
-        last = last_user_index(messages)
-        kept = []
-        for idx, msg in enumerate(messages):
-            role = msg.get("role")
-            if role in ("user", "system", "tool", "latest_reminder", "direct_search_results") or idx >= last:
-                kept.append(msg)
-            elif role == "assistant":
-                kept.append({k: v for k, v in msg.items() if k != "reasoning"})
-        messages = kept
+        messages = drop_old_reasoning(messages, last_user_index(messages), V4_KEPT_ROLES, "reasoning")
     last = last_user_index(messages)
     return BOS + "".join(_v4_message(i, messages, thinking, drop, effort, last) for i in range(len(messages)))
 
@@ -355,6 +356,50 @@ def _v4_user_blocks(blocks: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+def _assistant_turn(msg: dict[str, Any], index: int, messages: list[dict[str, Any]], thinking: bool, drop: bool,
+                    last: int, reasoning_key: str, call_text: str) -> str:
+    """An assistant message of V4 / V4.1: its reasoning when kept, content, calls, EOS."""
+    after_task = index >= 1 and messages[index - 1].get("task") is not None
+    thought = ""
+    if thinking and not after_task and (not drop or index > last):
+        thought = (msg.get(reasoning_key) or "") + END_THINK
+    return f"{thought}{msg.get('content') or ''}{call_text}" + ("" if msg.get("wo_eos", False) else EOS)
+
+
+def _next_turn(out: str, index: int, messages: list[dict[str, Any]], thinking: bool, drop: bool, last: int,
+               opens_assistant: bool) -> str:
+    """What follows a V4 / V4.1 message: nothing before another turn, else a task token or the
+    assistant header with its think tag."""
+    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
+        return out
+    task = messages[index].get("task")
+    if task is not None:
+        if task not in TASKS:
+            raise EncodeError(f"Invalid task: '{task}'. Valid tasks are: {list(TASKS)}")
+        if task != "action":
+            return out + TASKS[task]
+        return out + ASSISTANT + (THINK if thinking else END_THINK) + TASKS[task]
+    if opens_assistant:
+        out += ASSISTANT + (THINK if thinking and (not drop or index >= last) else END_THINK)
+    return out
+
+
+def _user_side_turn(msg: dict[str, Any], content: Any, tools_template: str) -> str:
+    """A V4 / V4.1 developer, user or latest_reminder message (the tool results merged into users)."""
+    role = msg.get("role")
+    if role == "developer":
+        if not content:
+            raise EncodeError(f"Invalid message for role `{role}`: {msg}")
+        inner = USER + content
+        if msg.get("tools"):
+            inner += "\n\n" + tools_section(tools_template, msg["tools"])
+        return _with_response_format(inner, msg)
+    if role == "user":
+        blocks = msg.get("content_blocks")
+        return USER + (_v4_user_blocks(blocks) if blocks else content or "")
+    return LATEST_REMINDER + f"{content}"
+
+
 def _v4_message(index: int, messages: list[dict[str, Any]], thinking: bool, drop: bool, effort: str | None,
                 last: int) -> str:
     msg = messages[index]
@@ -369,44 +414,20 @@ def _v4_message(index: int, messages: list[dict[str, Any]], thinking: bool, drop
         if tools:
             out += "\n\n" + tools_section(V4_TOOLS, tools)
         out = _with_response_format(out, msg)
-    elif role == "developer":
-        if not content:
-            raise EncodeError(f"Invalid message for role `{role}`: {msg}")
-        inner = USER + content
-        if tools:
-            inner += "\n\n" + tools_section(V4_TOOLS, tools)
-        out += _with_response_format(inner, msg)
-    elif role == "user":
-        blocks = msg.get("content_blocks")
-        out += USER + (_v4_user_blocks(blocks) if blocks else content or "")
-    elif role == "latest_reminder":
-        out += LATEST_REMINDER + f"{content}"
+    elif role in ("developer", "user", "latest_reminder"):
+        out += _user_side_turn(msg, content, V4_TOOLS)
     elif role == "tool":
         raise EncodeError("deepseek_v4 merges tool messages into user; please preprocess with merge_tool_messages()")
     elif role == "assistant":
         call_text = dsml_calls("tool_calls", calls) if calls else ""
-        after_task = index >= 1 and messages[index - 1].get("task") is not None
-        thought = ""
-        if thinking and not after_task and (not drop or index > last):
-            thought = (msg.get("reasoning") or "") + END_THINK
-        out += f"{thought}{content or ''}{call_text}" + ("" if msg.get("wo_eos", False) else EOS)
+        out += _assistant_turn({**msg, "content": content}, index, messages, thinking, drop, last, "reasoning",
+                               call_text)
     else:
         raise EncodeError(f"Invalid role: {role}")
-
-    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
-        return out
-    task = msg.get("task")
-    if task is not None:
-        if task not in TASKS:
-            raise EncodeError(f"Invalid task: '{task}'. Valid tasks are: {list(TASKS)}")
-        if task != "action":
-            return out + TASKS[task]
-        return out + ASSISTANT + (THINK if thinking else END_THINK) + TASKS[task]
-    if role in ("user", "developer") or (role == "system" and (
-            index == len(messages) - 1 or messages[index + 1].get("role") == "assistant")):
-        opens = thinking and (not drop or index >= last)
-        out += ASSISTANT + (THINK if opens else END_THINK)
-    return out
+    # a trailing system message opens generation, one followed by an assistant opens that turn
+    opens = role in ("user", "developer") or (role == "system" and (
+        index == len(messages) - 1 or messages[index + 1].get("role") == "assistant"))
+    return _next_turn(out, index, messages, thinking, drop, last, opens)
 
 
 # -- V4.1 ------------------------------------------------------------------------------------
@@ -534,15 +555,7 @@ def encode_v41(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     if any(m.get("tools") for m in messages):
         drop = False
     if thinking and drop:
-        last = _v41_last_user(messages)
-        kept = []
-        for idx, msg in enumerate(messages):
-            role = msg.get("role")
-            if role in ("user", "system", "tool", "latest_reminder", "direct_search_results") or idx >= last:
-                kept.append(msg)
-            elif role == "assistant":
-                kept.append({k: v for k, v in msg.items() if k != "reasoning_content"})
-        messages = kept
+        messages = drop_old_reasoning(messages, _v41_last_user(messages), V4_KEPT_ROLES, "reasoning_content")
     last = _v41_last_user(messages)
     return BOS + "".join(_v41_message(i, messages, thinking, drop, effort, last) for i in range(len(messages)))
 
@@ -561,18 +574,8 @@ def _v41_message(index: int, messages: list[dict[str, Any]], thinking: bool, dro
         if tools:
             out += "\n\n" + tools_section(V41_TOOLS, tools)
         out = _with_response_format(out, msg)
-    elif role == "developer":
-        if not content:
-            raise EncodeError(f"Invalid message for role `{role}`: {msg}")
-        inner = USER + content
-        if tools:
-            inner += "\n\n" + tools_section(V41_TOOLS, tools)
-        out += _with_response_format(inner, msg)
-    elif role == "user":
-        blocks = msg.get("content_blocks")
-        out += USER + (_v4_user_blocks(blocks) if blocks else content or "")
-    elif role == "latest_reminder":
-        out += LATEST_REMINDER + f"{content}"
+    elif role in ("developer", "user", "latest_reminder"):
+        out += _user_side_turn(msg, content, V41_TOOLS)
     elif role == "assistant":
         call_text = ""
         if calls:
@@ -584,27 +587,12 @@ def _v41_message(index: int, messages: list[dict[str, Any]], thinking: bool, dro
                     for k, v in _v41_arguments(call).items())
                 invokes.append(f'<{DSML} invoke name="{call["function"].get("name")}">\n{params}\n</{DSML} invoke>')
             call_text = "\n\n" + f"<{DSML} calls>\n" + "\n".join(invokes) + f"\n</{DSML} calls>"
-        after_task = index >= 1 and messages[index - 1].get("task") is not None
-        thought = ""
-        if thinking and not after_task and (not drop or index > last):
-            thought = (msg.get("reasoning_content") or "") + END_THINK
-        out += f"{thought}{content or ''}{call_text}" + ("" if msg.get("wo_eos", False) else EOS)
+        out += _assistant_turn(msg, index, messages, thinking, drop, last, "reasoning_content", call_text)
     else:
         raise EncodeError(f"Unknown role: {role}")
-
-    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
-        return out
-    task = msg.get("task")
-    if task is not None:
-        if task not in TASKS:
-            raise EncodeError(f"Invalid task: '{task}'. Valid tasks are: {list(TASKS)}")
-        if task != "action":
-            return out + TASKS[task]
-        return out + ASSISTANT + (THINK if thinking else END_THINK) + TASKS[task]
-    if role in ("user", "developer") or (role == "system" and index > 0):
-        opens = thinking and (not drop or index >= last)
-        out += ASSISTANT + (THINK if opens else END_THINK)
-    return out
+    # mid-conversation system messages open the assistant turn too
+    opens = role in ("user", "developer") or (role == "system" and index > 0)
+    return _next_turn(out, index, messages, thinking, drop, last, opens)
 
 
 V41_TOOLS = V4_TOOLS.replace("<{dsml}tool_calls>", "<{dsml} calls>").replace("</{dsml}tool_calls>", "</{dsml} calls>") \

@@ -180,8 +180,19 @@ def record_derender(versions) -> None:
         rec.write()
 
 
+def ensure_v41_model() -> None:
+    """The oracle has no tiny-deepseek-v41: write tests/frontier_models.py's into its models dir."""
+    from oracle_client import MODELS_DIR
+
+    from tests.frontier_models import write_deepseek_model
+
+    if not (MODELS_DIR / "tiny-deepseek-v41" / "tokenizer.json").exists():
+        write_deepseek_model("v41", MODELS_DIR / "tiny-deepseek-v41")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    ensure_v41_model()  # before starting its server: run this once, then start 8134
     todo = [a for a in args if a in ("render", "derender")] or ["render", "derender"]
     chosen = [a for a in args if a in SERVERS] or list(SERVERS)
     if "render" in todo:

@@ -37,7 +37,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser, aggregate_tool_deltas
+from core.parsers.base import (ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser,
+                               aggregate_tool_deltas)
 from core.parsers.families.glm45 import Glm45ReasoningParser
 from core.parsers.families.think import THINK_END, THINK_START, Action
 from core.parsers.registry import register_reasoning, register_tool
@@ -402,13 +403,8 @@ class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
     def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
         return "R" if self.thinking else "C"
 
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        # unlike glm45, thinking off still reads think tags in the content (one feed and finish)
-        state = self.start(prompt_token_ids)
-        r1, c1 = self.feed(state, text, token_ids)
-        r2, c2 = self.finish(state)
-        return (r1 + r2) or None, (c1 + c2) or None
+    # unlike glm45, thinking off still reads think tags in the content: the plain feed and finish
+    parse_complete = ReasoningParser.parse_complete
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         for tid in reversed(token_ids):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.parsers.base import ParserContext, State
+from core.parsers.base import ParserContext, ReasoningParser, State
 from core.parsers.families.glm45 import Glm45ReasoningParser
 from core.parsers.families.qwen3_xml import Qwen3XmlToolParser
 from core.parsers.families.think import Qwen3ReasoningParser
@@ -42,12 +42,7 @@ class _StrippedQwen3Reasoning(Qwen3ReasoningParser):
         state["rw"] = ""
         return reasoning, content
 
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        state = self.start(prompt_token_ids)
-        r1, c1 = self.feed(state, text, token_ids)
-        r2, c2 = self.finish(state)
-        return (r1 + r2) or None, (c1 + c2) or None
+    parse_complete = ReasoningParser.parse_complete  # qwen3's "thinking off: untouched" does not apply
 
 
 @register_reasoning("step3p5")
