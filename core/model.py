@@ -40,6 +40,9 @@ class ModelInfo:
     extra_eos_token_ids: list[int] = field(default_factory=list)
     model_type: str | None = None
     hf_config: dict[str, Any] = field(default_factory=dict)
+    # how chats are rendered: "hf" (the Jinja chat template), "harmony" (gpt-oss) or a non-Jinja
+    # renderer mode of vLLM's `--tokenizer-mode` (core/renderers/)
+    renderer: str = "hf"
 
     @property
     def name(self) -> str:
@@ -70,7 +73,9 @@ class ModelInfo:
     def build(cls, *, tokenizer: Tokenizer, served_model_names: list[str],
               hf_config: dict[str, Any] | None = None,
               generation_config: dict[str, Any] | None = None,
-              max_model_len: int | None = None) -> ModelInfo:
+              max_model_len: int | None = None, tokenizer_mode: str = "auto") -> ModelInfo:
+        from core.renderers import renderer_for
+
         hf_config = hf_config or {}
         return cls(
             tokenizer=tokenizer,
@@ -80,6 +85,7 @@ class ModelInfo:
             extra_eos_token_ids=extra_eos_ids(generation_config or {}, tokenizer.eos_token_id),
             model_type=hf_config.get("model_type"),
             hf_config=hf_config,
+            renderer=renderer_for(hf_config, tokenizer_mode),
         )
 
 

@@ -368,6 +368,21 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     template_kwargs.pop("chat_template", None)
     template_tools = template_kwargs.pop("tools", None)  # the request's tools unless its kwargs override them
     template_kwargs.pop("tokenize", None)
+    if model.renderer == "harmony":  # gpt-oss: /tokenize renders a chat as the chat route does
+        from core.renderers import harmony
+
+        effort = chat_kwargs.get("reasoning_effort")
+        ids = harmony.render_chat_prompt(messages, tool_dicts, effort)
+        return budget.check_tokens(ids, [] if with_offsets else None)
+    if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
+        from core.renderers import deepseek
+
+        content_format = deepseek.CONTENT_FORMATS[model.renderer]
+        conversation = build_conversation(messages, content_format or "openai", model.name)  # also validates
+        if content_format is None:
+            conversation = messages
+        prompt = deepseek.render_prompt(model.renderer, conversation, template_tools, template_kwargs)
+        return budget.encode(model.tokenizer, prompt, with_offsets)
     source = select_template(model.tokenizer.chat_template, requested_template, tool_dicts is not None)
     if source is None:
         raise VLLMValidationError("As of transformers v4.44, default chat template is no longer allowed, so you "
@@ -429,6 +444,8 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     check_model(model, request.model)
     if request.use_beam_search:
         raise bad_request("Beam search is not supported by the render endpoint")
+    if model.renderer == "harmony":
+        return _render_chat_harmony(model, options, request, request_id_header)
     _check_tool_choice(request, options)
     tools = request.tools
     tool_dicts = None if tools is None or (
@@ -492,6 +509,46 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
         reasoning_ended=reasoning_ended, reasoning_parser_kwargs=reasoning_kwargs, parse_context=parse_context)
 
 
+def _render_chat_harmony(model: ModelInfo, options: RenderOptions, request: ChatCompletionRequest,
+                         request_id_header: str | None) -> dict[str, Any]:
+    """gpt-oss (core/renderers/harmony.py), in vLLM's order: no tool_choice or template checks, the
+    Harmony parser's request adjustment, then the prompt (or the prefill stage's reused ids)."""
+    from core.renderers import harmony
+
+    if options.has_parser:
+        harmony.adjust_request(request, tool_parser=options.tool_parser_cls is not None)
+    tools = request.tools
+    tool_dicts = None if tools is None or (
+        request.tool_choice == "none" and options.exclude_tools_when_tool_choice_none
+    ) else [tool.to_template() for tool in tools]
+    token_ids = reused_prompt_ids(model, request)
+    if token_ids is None:
+        effort = request.reasoning_effort
+        effort = options.reasoning_effort_map.get(effort, effort) if effort is not None else None
+        token_ids = harmony.render_chat_prompt(request.messages, tool_dicts, effort)
+    max_output = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    max_tokens = get_max_tokens(model.max_model_len, max_output, len(token_ids), model.sampling_defaults,
+                                request.truncate_prompt_tokens)
+    params = chat_sampling_params(request, max_tokens, model.sampling_defaults)
+    kv, ec = hoist_transfer_params(params)
+    reasoning = options.reasoning_parser_cls is not None
+    reasoning_ended = True if (not request.include_reasoning or reasoning) else None
+    parse_context = {
+        "tools": [t.to_template() for t in tools] if tools else None,
+        "tool_choice": _tool_choice_wire(request.tool_choice),
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "include_reasoning": request.include_reasoning,
+        "chat_template_kwargs": {},  # vLLM parses Harmony output without template kwargs
+        "history_tool_call_cnt": request.history_tool_call_count(),
+    }
+    return _generate_request(
+        request_id=f"chatcmpl-{base_request_id(request_id_header, request.request_id)}",
+        token_ids=token_ids, token_offsets=None, sampling_params=params, request=request, kv=kv, ec=ec,
+        reasoning_ended=reasoning_ended,
+        reasoning_parser_kwargs={"chat_template_kwargs": effective_chat_kwargs(request, options)} if reasoning else None,
+        parse_context=parse_context)
+
+
 # -- completions -------------------------------------------------------------------------
 
 
@@ -504,6 +561,9 @@ def _completion_prompts(request: CompletionRequest) -> list[str | list[int]]:
     if prompt and all(isinstance(p, int) for p in prompt):
         return [list(prompt)]  # type: ignore[arg-type]
     return list(prompt)  # type: ignore[arg-type]
+
+
+FIM_RENDERERS = ("deepseek_v4", "deepseek_v41")  # renderer modes with a fill-in-the-middle completion prompt
 
 
 def render_completion(model: ModelInfo, options: RenderOptions, request: CompletionRequest,
@@ -519,10 +579,12 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
             raise bad_request("suffix is not supported with prompt_embeds", param="suffix")
         if request.truncate_prompt_tokens is not None:
             raise bad_request("suffix is not supported with truncate_prompt_tokens", param="suffix")
-        if isinstance(request.prompt, str) or (isinstance(request.prompt, list)
-                                               and all(isinstance(p, str) for p in request.prompt)):
+        texts = isinstance(request.prompt, str) or (isinstance(request.prompt, list)
+                                                    and all(isinstance(p, str) for p in request.prompt))
+        if not texts:
+            raise bad_request("suffix requires text prompt input for FIM completion rendering", param="suffix")
+        if model.renderer not in FIM_RENDERERS:
             raise bad_request("suffix is only supported for models with FIM completion rendering", param="suffix")
-        raise bad_request("suffix requires text prompt input for FIM completion rendering", param="suffix")
     if request.echo and request.prompt_embeds is not None:
         raise bad_request("Echo is unsupported with prompt embeds.")
     if request.prompt_logprobs is not None and request.prompt_embeds is not None:
@@ -534,6 +596,10 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
     budget = TokenBudget(model.max_model_len, request.max_tokens or 0, request.truncate_prompt_tokens,
                          request.truncation_side, request.add_special_tokens)
     prompts = _completion_prompts(request)
+    if request.suffix is not None:  # DeepSeek V4's fill-in-the-middle prompt (core/renderers/deepseek.py)
+        from core.renderers.deepseek import fim_prompt
+
+        prompts = [fim_prompt(p, request.suffix) for p in prompts]
     if not prompts:
         raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
     encoded: list[tuple[list[int], list[list[int]] | None]] = []

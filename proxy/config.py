@@ -18,6 +18,7 @@ from typing import Any
 class ServerConfig:
     model: str | None = None  # None: the embedded Qwen3 default
     tokenizer: str | None = None
+    tokenizer_mode: str = "auto"  # vLLM's --tokenizer-mode: picks a non-Jinja renderer (core/renderers)
     served_model_name: list[str] = field(default_factory=list)
     chat_template: str | None = None
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -98,6 +99,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         help="model directory or Hugging Face repo id in the local cache "
                              "(default: the embedded Qwen3 tokenizer and chat template)")
     parser.add_argument("--tokenizer", default=None)
+    parser.add_argument("--tokenizer-mode", default="auto",
+                        help="as vllm serve: auto, hf, or a renderer mode (core/renderers; others are refused)")
     parser.add_argument("--served-model-name", nargs="+", default=[])
     parser.add_argument("--chat-template", default=None, help="file path or inline Jinja template")
     parser.add_argument("--default-chat-template-kwargs", type=_json_object, default={})

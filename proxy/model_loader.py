@@ -77,16 +77,21 @@ def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
 
 
 def load_model(model: str, *, tokenizer: str | None = None, served_model_names: list[str] | None = None,
-               max_model_len: int | None = None, chat_template: str | None = None) -> ModelInfo:
+               max_model_len: int | None = None, chat_template: str | None = None,
+               tokenizer_mode: str = "auto") -> ModelInfo:
     model_dir = resolve_model_dir(model)
     tok = load_tokenizer(resolve_model_dir(tokenizer) if tokenizer else model_dir)
     template = read_chat_template_arg(chat_template)
     if template is not None:
         tok.chat_template = template
-    return ModelInfo.build(
-        tokenizer=tok,
-        served_model_names=served_model_names or [model],
-        hf_config=_read_json(model_dir / "config.json"),
-        generation_config=_read_json(model_dir / "generation_config.json"),
-        max_model_len=max_model_len,
-    )
+    try:
+        return ModelInfo.build(
+            tokenizer=tok,
+            served_model_names=served_model_names or [model],
+            hf_config=_read_json(model_dir / "config.json"),
+            generation_config=_read_json(model_dir / "generation_config.json"),
+            max_model_len=max_model_len,
+            tokenizer_mode=tokenizer_mode,
+        )
+    except ValueError as exc:  # a renderer mode we do not support: one line at start-up
+        raise ModelLoadError(str(exc)) from None
