@@ -72,11 +72,6 @@ def validate(model: type[BaseModel], data: Any) -> Any:
         raise validation_error(exc.errors(include_url=False)) from None
 
 
-def request_id_header(request: web.Request) -> str | None:
-    value = request.headers.get("X-Request-Id")
-    return value or None
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     try:

@@ -90,3 +90,17 @@ def load_model(model: str, *, tokenizer: str | None = None, served_model_names: 
         generation_config=_read_json(model_dir / "generation_config.json"),
         max_model_len=max_model_len,
     )
+
+
+def load_served_model(config: Any) -> ModelInfo:
+    """The model `derender-proxy serve` (or the reference engine) serves, from its config's model
+    flags (`proxy.config.ServerConfig`); without a model, the embedded Qwen3."""
+    from proxy.embedded import EMBEDDED_NAME, embedded_model_dir
+
+    if config.model is None:
+        path, default_name = str(embedded_model_dir()), EMBEDDED_NAME
+    else:
+        path, default_name = config.model, config.model
+    return load_model(path, tokenizer=config.tokenizer,
+                      served_model_names=config.served_model_name or [default_name],
+                      max_model_len=config.max_model_len, chat_template=config.chat_template)
