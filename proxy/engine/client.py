@@ -22,15 +22,17 @@ from typing import Any
 import orjson
 
 from proxy.engine.circuit import OPEN, Circuit
-from proxy.engine.connections import (ClientError, ConnectFailed, Disconnected, HTTPClient, Origin,
-                                      Response)
-from proxy.engine.sse import DONE, SSEDecoder, SSEError
+from proxy.engine.connections import (BodyTooLarge, ClientError, ConnectFailed, Disconnected, HTTPClient,
+                                      Origin, Response)
+from proxy.engine.sse import DONE, EventTooLarge, SSEDecoder, SSEError
 
 log = logging.getLogger("derender_proxy.engine")
 
 ENGINE_ID_PREFIX = "generate-tokens-"
 ABORT_TIMEOUT = 5.0
 STREAM_CUT_MESSAGE = "The inference engine closed the stream before it finished."
+# error bodies and the answers to abort and health requests: a few hundred bytes, never read past this
+MAX_CONTROL_BODY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,14 @@ INVALID_RESPONSE_MESSAGE = "The inference engine sent an invalid response."
 def invalid_response(started: bool = False) -> EngineError:
     """Engine output that is not what the tokens-only protocol says (not JSON, not an object, bad fields)."""
     return EngineError(INVALID_RESPONSE_MESSAGE, 502, "BadGatewayError", kind="stream", started=started)
+
+
+def oversized_output(url: str, limit: int, started: bool = False) -> EngineError:
+    """An engine answer or event larger than the request can produce: not read any further (the
+    engine request is aborted); the URL goes to our log, not to the client."""
+    log.warning("engine %s sent more than %d bytes in one answer or event: stream cut", url, limit)
+    return EngineError(f"The inference engine sent more output than the request allows (over {limit} bytes in "
+                       "one answer or event).", 502, "BadGatewayError", kind="stream", started=started)
 
 
 def stream_error_event(payload: dict[str, Any]) -> EngineError:
@@ -163,13 +173,14 @@ class Engine:
             raise EngineError(f"The inference engine connection broke: {exc}", 502, "BadGatewayError",
                               kind="stream", retryable=True) from None
 
-    async def generate(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Non-streaming generate: the GenerateTokensResponse as a dict."""
+    async def generate(self, request: dict[str, Any], *, max_answer_bytes: int | None = None) -> dict[str, Any]:
+        """Non-streaming generate: the GenerateTokensResponse as a dict. A body longer than
+        `max_answer_bytes` (what the request can produce) is not read further: a 502."""
         body = orjson.dumps(request)
         request_id = request.get("request_id")
         try:
             resp = await self._post("/inference/v1/generate", body, request_id, self.timeouts.first_token)
-            data = await self._read_full(resp)
+            data = await self._read_full(resp, max_answer_bytes)
         except asyncio.CancelledError:
             # the client went away: the dropped connection cancels the engine's handler, and the
             # explicit abort covers engines (or proxies in between) that do not notice
@@ -186,9 +197,11 @@ class Engine:
             raise invalid_response()
         return answer
 
-    async def _read_full(self, resp: Response) -> bytes:
+    async def _read_full(self, resp: Response, max_bytes: int | None = None) -> bytes:
         try:
-            return await resp.read(self.timeouts.first_token)
+            return await resp.read(self.timeouts.first_token, max_bytes=max_bytes)
+        except BodyTooLarge as exc:
+            raise oversized_output(self.url, exc.limit) from None
         except TimeoutError:
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
                               kind="timeout", retryable=True) from None
@@ -198,19 +211,22 @@ class Engine:
         finally:
             resp.release()  # closes the connection unless the body was read to its end
 
-    async def open_stream(self, request: dict[str, Any]) -> EngineStream:
-        """Start a streaming generate; returns once the engine accepted it (status 200)."""
+    async def open_stream(self, request: dict[str, Any], *, max_event_bytes: int | None = None) -> EngineStream:
+        """Start a streaming generate; returns once the engine accepted it (status 200).
+
+        `max_event_bytes` bounds one SSE event (see `proxy.engine.sse.event_bytes_bound`): an engine
+        event that grows past it ends the stream with a 502 as soon as it does, unread and unparsed."""
         body = orjson.dumps(request)
         resp = await self._post("/inference/v1/generate", body, request.get("request_id"), self.timeouts.first_token)
         if resp.status != 200:
             try:
-                data = await resp.read(self.timeouts.connect + 5)
+                data = await resp.read(self.timeouts.connect + 5, max_bytes=MAX_CONTROL_BODY_BYTES)
             except (TimeoutError, ClientError):
                 data = b""
             finally:
                 resp.release()
             raise engine_status_error(resp.status, data, resp.headers.get("location"))
-        return EngineStream(self, resp, request.get("request_id"))
+        return EngineStream(self, resp, request.get("request_id"), max_event_bytes)
 
     def abort_in_background(self, engine_request_ids: list[str]) -> None:
         task = asyncio.get_running_loop().create_task(self.abort(engine_request_ids))
@@ -222,7 +238,7 @@ class Engine:
         closed just as we reused it is not the engine's failure: sent once more on a new one."""
         async def once() -> int:
             resp = await self.http.request(self.origin, method, path, body=body, headers=self.headers)
-            await resp.read()
+            await resp.read(max_bytes=MAX_CONTROL_BODY_BYTES)
             return resp.status
 
         try:
@@ -256,10 +272,11 @@ class EngineStream:
     engine error event raises `EngineError` (the stream is then closed and the request aborted).
     """
 
-    def __init__(self, engine: Engine, resp: Response, request_id: str | None) -> None:
+    def __init__(self, engine: Engine, resp: Response, request_id: str | None,
+                 max_event_bytes: int | None = None) -> None:
         self.engine = engine
         self._resp = resp
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_bytes)
         self._pending: deque[bytes] = deque()
         self.started = False  # an event with tokens (or any event) arrived
         self.finished = False  # [DONE] seen (and the connection reusable)
@@ -298,6 +315,8 @@ class EngineStream:
                                              started=self.started, retryable=True))
             try:
                 self._pending.extend(self._decoder.feed(data))
+            except EventTooLarge as exc:
+                raise self._fail(oversized_output(self.engine.url, exc.limit, self.started)) from None
             except SSEError as exc:
                 raise self._fail(EngineError(f"The inference engine sent an invalid stream ({exc}).", 502,
                                              "BadGatewayError", kind="stream", started=self.started)) from None
