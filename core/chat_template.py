@@ -31,6 +31,7 @@ import jinja2.meta
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from core.errors import shown
 from core.protocol.common import VLLMValidationError
 
 ContentFormat = Literal["string", "openai"]
@@ -291,7 +292,7 @@ def _part_text(part: Any) -> tuple[str, Any]:
         raise VLLMValidationError("Missing 'type' field in multimodal part.", parameter="type")
     if not isinstance(part_type, str):
         raise VLLMValidationError("Invalid 'type' field in multimodal part.", parameter="type")
-    raise VLLMValidationError(f"Unsupported chat content part type: {part_type!r}. "
+    raise VLLMValidationError(f"Unsupported chat content part type: {shown(part_type, quote=True)}. "
                               f"Supported types: {', '.join(_SUPPORTED_PART_TYPES)}.",
                               parameter="type", value=part_type)
 

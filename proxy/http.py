@@ -13,7 +13,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from core.errors import RequestError, error_json, validation_error
+from core.errors import NESTED_TOO_DEEPLY, RequestError, error_json, validation_error
 
 log = logging.getLogger("derender_proxy")
 
@@ -93,6 +93,9 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         return error_response(RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError"))
     except NotImplementedError as exc:
         return error_response(RequestError(str(exc) or "Not implemented", 501, "NotImplementedError"))
+    except RecursionError:  # a value nested deeper than some code walking it expected: the client's doing
+        log.warning("400 from RecursionError on %s", request.path)
+        return error_response(RequestError(NESTED_TOO_DEEPLY, 400, "BadRequestError"))
     except Exception:  # the last line of defence: a JSON 500, the traceback only in our log
         log.exception("internal error on %s %s", request.method, request.path)
         return error_response(RequestError("Internal server error", 500, "InternalServerError"))

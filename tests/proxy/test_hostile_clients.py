@@ -1,0 +1,136 @@
+"""Hostile clients over real HTTP: inputs built to make the proxy work without bound, fail with a
+500 or echo megabytes back. Every one gets an OpenAI error body with a 4xx (never a 5xx), small
+and quick, while the event loop keeps serving others.
+
+The stack is the reference engine and the proxy on loopback ports (`tests/proxy/frontdoor_stack.py`);
+bodies are sent as raw bytes where JSON nesting deeper than the json module writes is needed."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.proxy.frontdoor_stack import PARSERS, Stack
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+DEEP = "[" * 1000 + "1" + "]" * 1000  # inside orjson's 1024 levels, past Python's repr recursion
+PROMPT = [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
+GENERATE_RESPONSE = {"request_id": "generate-tokens-chatcmpl-x", "choices": [
+    {"index": 0, "finish_reason": "stop", "stop_reason": None, "token_ids": [9707, 151645]}]}
+
+
+@pytest.fixture(scope="module")
+def stack(qwen3):
+    s = Stack(qwen3, **PARSERS)
+    yield s
+    s.close()
+
+
+def post_bytes(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 30.0
+               ) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
+
+
+def assert_openai_error(status: int, body: bytes, expected: int) -> dict[str, Any]:
+    assert status == expected, (status, body[:300])
+    data = json.loads(body)
+    assert list(data) == ["error"] and list(data["error"]) == ["message", "type", "param", "code"], data
+    assert data["error"]["code"] == status
+    return data["error"]
+
+
+# -- item 5: values nested ~1000 deep are never formatted whole into messages --------------------
+
+def _chat(field: str, value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": MESSAGES, "max_tokens": 2}
+    if field.startswith("tool_choice"):
+        body["tools"] = TOOLS
+        path = field.split(".")
+        if len(path) == 1:
+            body["tool_choice"] = value
+        elif len(path) == 2:
+            body["tool_choice"] = {"type": "function", "function": value}
+        else:
+            body["tool_choice"] = {"type": "function", "function": {"name": value}}
+    else:
+        body[field] = value
+    return body
+
+
+CHAT_FIELDS = ["logprobs", "prompt_logprobs", "top_logprobs", "tool_choice", "tool_choice.function",
+               "tool_choice.function.name"]
+CMPL_FIELDS = ["logprobs", "prompt_logprobs"]
+
+
+def _deep_cases() -> list[Any]:
+    cases = []
+    for field in CHAT_FIELDS:
+        for route in ("/v1/chat/completions", "/v1/chat/completions/render", "/v1/chat/completions/derender"):
+            cases.append(pytest.param(route, field, id=f"{route}-{field}"))
+    for field in CMPL_FIELDS:
+        for route in ("/v1/completions", "/v1/completions/render", "/v1/completions/derender"):
+            cases.append(pytest.param(route, field, id=f"{route}-{field}"))
+    return cases
+
+
+@pytest.mark.parametrize("route,field", _deep_cases())
+def test_deeply_nested_values_are_400_with_a_short_message(stack, route, field):
+    chat = route.startswith("/v1/chat")
+    request = _chat(field, "DEEP") if chat else {"prompt": "hi", "max_tokens": 2, field: "DEEP"}
+    if route.endswith("/derender"):
+        key = "chat_request" if chat else "completion_request"
+        body = {key: request, "prompt_token_ids": PROMPT if chat else [PROMPT],
+                ("generate_response" if chat else "generate_responses"):
+                    GENERATE_RESPONSE if chat else [GENERATE_RESPONSE]}
+    else:
+        body = request
+    raw = json.dumps(body).replace('"DEEP"', DEEP).encode()
+    status, _, text = post_bytes(stack.url + route, raw)
+    error = assert_openai_error(status, text, 400)
+    assert len(error["message"]) < 2000, error["message"][:300]
+
+
+def test_a_10_mb_model_name_is_not_echoed_back(stack):
+    for route, body in [("/v1/chat/completions", {"messages": MESSAGES}), ("/v1/completions", {"prompt": "x"}),
+                        ("/v1/chat/completions/render", {"messages": MESSAGES})]:
+        status, _, text = post_bytes(stack.url + route, json.dumps({**body, "model": "m" * 10_000_000}).encode())
+        error = assert_openai_error(status, text, 404)
+        assert len(text) < 2000 and error["message"].startswith("The model `mmm"), error["message"][:300]
+        assert "...[truncated]" in error["message"]
+
+
+def test_a_long_unknown_content_part_type_is_cut_in_the_message(stack):
+    body = {"messages": [{"role": "user", "content": [{"type": "x" * 1_000_000, "text": "a"}]}]}
+    status, _, text = post_bytes(stack.url + "/v1/chat/completions/render", json.dumps(body).encode())
+    error = assert_openai_error(status, text, 400)
+    assert len(text) < 2000 and error["message"].startswith("Unsupported chat content part type: 'xxx")
+
+
+async def test_any_remaining_recursion_error_is_a_400(aiohttp_client):
+    """The middleware's last line for the class: code that walks a client's value recursively."""
+    from aiohttp import web
+
+    from proxy.http import error_middleware
+
+    async def walk(request: web.Request) -> web.Response:
+        def depth(value: Any) -> int:
+            return 1 + max((depth(v) for v in value), default=0) if isinstance(value, list) else 0
+        return web.json_response({"depth": depth(await request.json())})
+
+    app = web.Application(middlewares=[error_middleware])
+    app.router.add_post("/walk", walk)
+    client = await aiohttp_client(app)
+    resp = await client.post("/walk", data="[" * 100_000 + "]" * 100_000, headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+    assert (await resp.json())["error"]["message"] == "The request is nested too deeply to be processed."
