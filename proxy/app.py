@@ -54,7 +54,7 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    from proxy import access_log, auth, cors, lifecycle, metrics
+    from proxy import access_log, auth, cors, lifecycle, metrics, request_body
 
     app = web.Application(middlewares=[
         access_log.observe,  # outermost: request id, request metrics, one JSON access-log line
@@ -62,7 +62,8 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
         lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
         error_middleware,  # every failure below becomes an OpenAI error body
         *auth.middlewares(config.api_key),  # 401 without the Bearer key (with --api-key)
-    ], client_max_size=config.max_request_bytes)
+    ], client_max_size=config.max_request_bytes, handler_args=request_body.HANDLER_ARGS)
+    request_body.install(app, timeout=config.request_body_timeout)  # (HANDLER_ARGS: bodies decoded there)
     metrics.install(app)
     access_log.install(app, enabled=config.access_log)
     cors.install(app, config)

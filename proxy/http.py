@@ -14,6 +14,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from core.errors import NESTED_TOO_DEEPLY, RequestError, error_json, validation_error
+from proxy.request_body import read_body
 
 log = logging.getLogger("derender_proxy")
 
@@ -36,7 +37,7 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, with vLLM's content-type and shape checks."""
     if request.content_type != JSON_CONTENT_TYPE:
         raise RequestError(UNSUPPORTED_MEDIA, 400, "Bad Request")
-    raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
+    raw = await read_body(request)  # in bounded time and size, Content-Encoding undone
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -134,3 +134,127 @@ async def test_any_remaining_recursion_error_is_a_400(aiohttp_client):
     resp = await client.post("/walk", data="[" * 100_000 + "]" * 100_000, headers={"Content-Type": "application/json"})
     assert resp.status == 400
     assert (await resp.json())["error"]["message"] == "The request is nested too deeply to be processed."
+
+
+# -- item 6: Content-Encoding ---------------------------------------------------------------------
+
+POST_ROUTES = {
+    "/v1/chat/completions": {"messages": MESSAGES, "max_tokens": 2},
+    "/v1/completions": {"prompt": "hi", "max_tokens": 2},
+    "/v1/chat/completions/render": {"messages": MESSAGES},
+    "/v1/completions/render": {"prompt": "hi"},
+    "/v1/chat/completions/derender": {"chat_request": {"messages": MESSAGES}, "prompt_token_ids": PROMPT,
+                                      "generate_response": GENERATE_RESPONSE},
+    "/v1/completions/derender": {"completion_request": {"prompt": "hi"}, "prompt_token_ids": [PROMPT],
+                                 "generate_responses": [GENERATE_RESPONSE]},
+    "/tokenize": {"prompt": "hi"},
+    "/detokenize": {"tokens": [9707]},
+}
+
+
+@pytest.mark.parametrize("route", sorted(POST_ROUTES))
+def test_content_encodings_get_openai_errors_never_500_nor_plain_text(stack, route):
+    import gzip
+    import zlib
+
+    body = json.dumps(POST_ROUTES[route]).encode()
+    cases = [
+        ("gzip", gzip.compress(body), 200),
+        ("deflate", zlib.compress(body), 200),
+        ("gzip, deflate", zlib.compress(gzip.compress(body)), 200),
+        ("identity", body, 200),
+        ("gzip", b"this is not gzip", 400),
+        ("deflate", b"nor deflate", 400),
+        ("gzip", gzip.compress(body)[:-12], 400),  # cut short
+        ("br", body, 415),
+        ("zstd", body, 415),
+        ("compress", body, 415),
+        ("x" * 1000, body, 415),
+    ]
+    for coding, data, expected in cases:
+        status, headers, text = post_bytes(stack.url + route, data, {"Content-Encoding": coding})
+        if expected == 200:
+            assert status == 200, (coding, text[:300])
+            continue
+        error = assert_openai_error(status, text, expected)
+        assert len(error["message"]) < 400, error["message"]
+
+
+def test_a_gzip_bomb_is_a_413_without_inflating_it(stack):
+    import gzip
+
+    bomb = gzip.compress(b'{"prompt": "' + b"a" * (64 * 1024 * 1024) + b'"}', compresslevel=9)
+    assert len(bomb) < 100_000
+    status, _, text = post_bytes(stack.url + "/v1/completions/render", bomb, {"Content-Encoding": "gzip"})
+    error = assert_openai_error(status, text, 413)
+    assert "passes the limit of 33554432 bytes" in error["message"]
+
+
+# -- item 8: slow bodies --------------------------------------------------------------------------
+
+def _slow_body_client(port: int, route: str, results: list, stop) -> None:
+    """Announce a 1 MB body, then send one byte every 0.2 s; record what the server answers."""
+    import socket
+    import time
+
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 1000000\r\n\r\n{".encode())
+    sock.settimeout(0.2)
+    started, answer = time.monotonic(), b""
+    try:
+        while not stop.is_set() and time.monotonic() - started < 15:
+            try:
+                sock.sendall(b" ")
+            except OSError:
+                pass
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+            if b"\r\n\r\n" in answer and answer.split(b"\r\n\r\n", 1)[1].endswith(b"}"):
+                break
+        results.append((time.monotonic() - started, answer))
+    finally:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_slow_bodies_time_out_with_a_408_while_health_keeps_answering(qwen3):
+    import threading
+    import time
+
+    stack = Stack(qwen3, request_body_timeout=1.0)
+    try:
+        port = int(stack.url.rsplit(":", 1)[1])
+        results: list = []
+        stop = threading.Event()
+        clients = [threading.Thread(target=_slow_body_client, args=(port, route, results, stop))
+                   for route in sorted(POST_ROUTES) * 4]
+        for client in clients:
+            client.start()
+        health: list[float] = []
+        while any(c.is_alive() for c in clients) and len(health) < 200:
+            t0 = time.monotonic()
+            with urllib.request.urlopen(stack.url + "/health", timeout=5) as resp:
+                assert resp.status == 200
+            health.append(time.monotonic() - t0)
+            time.sleep(0.02)
+        stop.set()
+        for client in clients:
+            client.join(5)
+        assert len(results) == len(clients)
+        for elapsed, answer in results:
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 "), answer[:300]
+            error = json.loads(body)["error"]
+            assert error["code"] == 408 and "did not arrive within 1 seconds" in error["message"]
+            assert elapsed < 5, elapsed  # the timeout (1 s), not the client's 1 MB at 5 bytes/s
+        assert max(health) < 1.0, max(health)  # (a stall here would be seconds)
+    finally:
+        stack.close()
