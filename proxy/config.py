@@ -34,6 +34,7 @@ class ServerConfig:
     port: int = 8000
     max_request_bytes: int = 32 * 1024 * 1024
     request_body_timeout: float = 30.0  # seconds for a whole request body; 0: no limit
+    max_connections: int = 0  # client connections per process; 0: half the open-file limit
     stream_state_secret: str | None = None
     # the engine tier (/v1/chat/completions and /v1/completions)
     engine_url: list[str] = field(default_factory=list)
@@ -120,6 +121,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024)
     parser.add_argument("--request-body-timeout", type=_non_negative(float), default=30.0,
                         help="seconds a client has to send a whole request body, then a 408 (0: no limit)")
+    parser.add_argument("--max-connections", type=_non_negative(int), default=0,
+                        help="client connections one process holds at most; one more gets a 503 and is closed "
+                             "(0: half of the open-file limit, ulimit -n)")
     parser.add_argument("--stream-state-secret", default=os.environ.get("DERENDER_STREAM_STATE_SECRET"),
                         help="HMAC key that signs stream_state (env DERENDER_STREAM_STATE_SECRET)")
     parser.add_argument("--engine-url", action="append", default=[],

@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from core.errors import NESTED_TOO_DEEPLY, RequestError, error_json, validation_error
-from proxy.request_body import read_body
+from proxy.request_body import BodyTimeout, read_body
 
 log = logging.getLogger("derender_proxy")
 
@@ -77,6 +77,8 @@ def validate(model: type[BaseModel], data: Any) -> Any:
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     try:
         return await handler(request)
+    except BodyTimeout as exc:
+        return await _answer_and_close(request, error_response(exc))
     except RequestError as exc:
         return error_response(exc)
     except web.HTTPRequestEntityTooLarge as exc:
@@ -100,6 +102,17 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     except Exception:  # the last line of defence: a JSON 500, the traceback only in our log
         log.exception("internal error on %s %s", request.method, request.path)
         return error_response(RequestError("Internal server error", 500, "InternalServerError"))
+
+
+async def _answer_and_close(request: web.Request, response: web.Response) -> web.Response:
+    """Send `response`, then close the connection without reading the rest of the request body
+    (aiohttp would otherwise linger up to 10 s reading it, for a client that sends it byte by byte)."""
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()  # the response is out (a transport sends what it holds, then closes)
+    return response
 
 
 def _status_type(status: int) -> str:

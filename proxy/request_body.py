@@ -4,7 +4,8 @@
   for it (default 30). Without it, a client announcing a large body and then sending a byte every
   few seconds holds a connection, a socket and a handler for as long as it likes, and a thousand
   of them exhaust the process's file descriptors (nginx bounds this with `client_body_timeout`,
-  Apache with mod_reqtimeout). A late body is a 408 error body.
+  Apache with mod_reqtimeout). A late body is a 408 error body, and the connection is closed
+  right after it.
 * Content-Encoding: the proxy's app turns aiohttp's own decoding off (`HANDLER_ARGS`), because
   aiohttp answers a coding it cannot decode (`br`, `zstd` without their packages) with a
   plain-text 400 before any handler runs, and a body that fails to decode with an exception in
@@ -33,6 +34,11 @@ _INLINE_DECODE_BYTES = 64 * 1024  # larger compressed bodies are inflated off th
 _MAX_CODINGS = 4
 
 
+class BodyTimeout(RequestError):
+    """The body did not arrive in time: the 408 is sent, then the connection closed at once (the
+    client is still sending; reading on to keep the connection would serve only it)."""
+
+
 @dataclass(frozen=True)
 class BodySettings:
     timeout: float = DEFAULT_BODY_TIMEOUT  # seconds for the whole body; 0: no limit
@@ -54,8 +60,8 @@ async def read_body(request: web.Request) -> bytes:
         async with asyncio.timeout(settings.timeout or None):
             raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
     except TimeoutError:
-        raise RequestError(f"The request body did not arrive within {settings.timeout:g} seconds.", 408,
-                           "RequestTimeout") from None
+        raise BodyTimeout(f"The request body did not arrive within {settings.timeout:g} seconds.", 408,
+                          "RequestTimeout") from None
     except web.RequestPayloadError as exc:  # aiohttp decoding for the app (not ours), or a body cut short
         raise RequestError(f"The request body could not be read: {shown(str(exc).strip() or 'cut short')}", 400,
                            "BadRequestError") from None

@@ -214,11 +214,9 @@ def _slow_body_client(port: int, route: str, results: list, stop) -> None:
                 continue
             except OSError:
                 break
-            if not data:
+            if not data:  # the server closed the connection
                 break
             answer += data
-            if b"\r\n\r\n" in answer and answer.split(b"\r\n\r\n", 1)[1].endswith(b"}"):
-                break
         results.append((time.monotonic() - started, answer))
     finally:
         sock.close()
@@ -254,7 +252,84 @@ def test_slow_bodies_time_out_with_a_408_while_health_keeps_answering(qwen3):
             assert head.startswith(b"HTTP/1.1 408 "), answer[:300]
             error = json.loads(body)["error"]
             assert error["code"] == 408 and "did not arrive within 1 seconds" in error["message"]
-            assert elapsed < 5, elapsed  # the timeout (1 s), not the client's 1 MB at 5 bytes/s
+            assert elapsed < 5, elapsed  # closed after the timeout (1 s), not after the client's 1 MB
         assert max(health) < 1.0, max(health)  # (a stall here would be seconds)
     finally:
         stack.close()
+
+
+async def test_connections_past_the_bound_get_a_503_and_are_closed(qwen3):
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    from proxy.app import create_app
+    from proxy.config import ServerConfig
+    from proxy.serving import CappedSite
+
+    runner = web.AppRunner(create_app(ServerConfig(), qwen3), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = CappedSite(runner, "127.0.0.1", 0, max_connections=8)
+    await site.start()
+    base = f"http://127.0.0.1:{site.port}"
+    try:
+        idle = [await asyncio.open_connection("127.0.0.1", site.port) for _ in range(8)]
+        await asyncio.sleep(0.1)  # all accepted
+        for attempt in range(3):  # one more connection, whatever it sends: a 503 error body, then closed
+            reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+            if attempt < 2:
+                writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), 5)  # (to EOF)
+            writer.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in head, answer
+            assert json.loads(body)["error"]["code"] == 503
+        assert site.refused == 3
+        for _, writer in idle[:2]:  # two leave: new clients are served again
+            writer.close()
+        await asyncio.sleep(0.1)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(base + "/health") as resp:
+                assert resp.status == 200
+            async with session.get(base + "/metrics") as resp:
+                assert "derender_proxy_connections_refused_total 3.0" in await resp.text()
+        for _, writer in idle[2:]:
+            writer.close()
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.slow
+def test_served_process_bounds_connections_and_slow_bodies(tmp_path):
+    """`derender-proxy serve --max-connections 4 --request-body-timeout 1`: four slow-body clients
+    take every slot (a fifth connection gets a 503 at once); a second later they have their 408s
+    and are gone, and /health answers again."""
+    import threading
+    import time
+
+    from tests.proxy.serve_process import ServeProcess
+
+    server = ServeProcess("--max-connections", "4", "--request-body-timeout", "1", tmp_path=tmp_path).start()
+    try:
+        results: list = []
+        stop = threading.Event()
+        clients = [threading.Thread(target=_slow_body_client, args=(server.port, "/v1/completions", results, stop))
+                   for _ in range(4)]
+        for client in clients:
+            client.start()
+        time.sleep(0.3)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(server.url + "/health", timeout=5)
+        assert refused.value.code == 503
+        assert json.loads(refused.value.read())["error"]["type"] == "ServiceUnavailableError"
+        for client in clients:
+            client.join(10)
+        assert [a.split(b" ", 2)[1] for _, a in results] == [b"408"] * 4
+        with urllib.request.urlopen(server.url + "/health", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        stop.set()
+        server.stop()
+    listening = [line for line in server.log_lines() if line["message"] == "listening"]
+    assert listening[0]["max_connections"] == 4
