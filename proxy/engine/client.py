@@ -255,6 +255,9 @@ class Engine:
         except (ClientError, TimeoutError, OSError) as exc:
             log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc or type(exc).__name__)
             return False
+        except Exception:  # it runs as a background task: nothing may escape it unretrieved
+            log.exception("abort of %r on %s failed", engine_request_ids, self.url)
+            return False
 
     async def check_health(self) -> bool:
         try:

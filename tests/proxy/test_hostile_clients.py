@@ -333,3 +333,56 @@ def test_served_process_bounds_connections_and_slow_bodies(tmp_path):
         server.stop()
     listening = [line for line in server.log_lines() if line["message"] == "listening"]
     assert listening[0]["max_connections"] == 4
+
+
+# -- item 10: an X-Request-Id that is not UTF-8 ---------------------------------------------------
+
+def _raw_post(port: int, path: str, body: dict[str, Any], request_id: bytes, read_all: bool = True) -> bytes:
+    import socket
+
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+                 "\r\nConnection: close\r\n".encode() + b"X-Request-Id: " + request_id + b"\r\n\r\n" + data)
+    out = b""
+    try:
+        while chunk := sock.recv(65536):
+            out += chunk
+            if not read_all and b"data: " in out:
+                break
+    finally:
+        sock.close()
+    return out
+
+
+@pytest.mark.parametrize("path,body,prefix", [
+    ("/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 2}, "chatcmpl-"),
+    ("/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 2, "stream": True}, "chatcmpl-"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2}, "cmpl-"),
+    ("/v1/chat/completions/render", {"messages": MESSAGES}, "chatcmpl-"),
+])
+def test_a_request_id_that_is_not_utf8_is_read_as_latin1_like_vllm(stack, caplog, path, body, prefix):
+    stack.set_replies(["Hello there."])
+    port = int(stack.url.rsplit(":", 1)[1])
+    answer = _raw_post(port, path, body, b"\xff\xfe-id")
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), answer[:400]
+    assert "X-Request-Id: ÿþ-id".encode() in head  # (echoed as UTF-8 text)
+    assert f'"{prefix}ÿþ-id'.encode() in payload
+    if not path.endswith("/render"):
+        assert stack.last_engine_request()["request_id"].startswith(f"{prefix}ÿþ-id-")
+    assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]
+
+
+def test_a_stream_with_a_non_utf8_request_id_is_aborted_cleanly_when_its_client_leaves(stack, caplog):
+    import time
+
+    stack.set_replies([" ".join(f"w{i}" for i in range(200))], token_delay_ms=5)
+    port = int(stack.url.rsplit(":", 1)[1])
+    _raw_post(port, "/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 300, "stream": True},
+              b"\xfe\xff", read_all=False)  # leaves after the first event
+    aborted = stack.wait_aborted(5)
+    assert aborted and aborted[0]["request_id"].startswith("generate-tokens-chatcmpl-þÿ-"), aborted
+    time.sleep(0.2)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "never retrieved" in m or "internal error" in m], messages
