@@ -33,6 +33,7 @@ ABORT_TIMEOUT = 5.0
 STREAM_CUT_MESSAGE = "The inference engine closed the stream before it finished."
 # error bodies and the answers to abort and health requests: a few hundred bytes, never read past this
 MAX_CONTROL_BODY_BYTES = 1024 * 1024
+MAX_RETRY_AFTER = 3600  # seconds: an engine's Retry-After passed on, at most this
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,32 @@ def unreachable(url: str, exc: BaseException) -> EngineError:
                        "ServiceUnavailableError", kind="connect", retryable=True)
 
 
-def engine_status_error(status: int, body: bytes, location: str | None = None) -> EngineError:
-    """An engine's error answer, passed on: its message and, for 4xx, its status and type."""
+def retry_after_seconds(value: str | None, now: float | None = None) -> int | None:
+    """A Retry-After header (seconds, or an HTTP date) as whole seconds from now, at most an hour;
+    None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = int(value[:6])
+    else:
+        import email.utils
+        import time
+
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = int(when.timestamp() - (time.time() if now is None else now) + 0.999)
+    return min(max(seconds, 0), MAX_RETRY_AFTER)
+
+
+def engine_status_error(status: int, body: bytes, location: str | None = None,
+                        retry_after: str | None = None) -> EngineError:
+    """An engine's error answer, passed on: its message and, for 4xx, its status and type (a 429
+    keeps its Retry-After, in seconds)."""
     if status < 400:  # a redirect (or any other non-error) where an answer was due: a wrong --engine-url
         where = f" to {location}" if location else ""
         return EngineError(f"The inference engine answered HTTP {status}{where} instead of generating; "
@@ -82,6 +107,9 @@ def engine_status_error(status: int, body: bytes, location: str | None = None) -
         pass
     if message is None:
         message = body[:500].decode("utf-8", "replace") or f"engine answered HTTP {status}"
+    if status == 429:  # the engine is saturated: the client may retry (the type the openai client expects)
+        return EngineError(str(message), 429, "RateLimitError", kind="status",
+                           retry_after=retry_after_seconds(retry_after))
     if status < 500:
         return EngineError(str(message), status, str(etype or "BadRequestError"), kind="status")
     if status == 503:
@@ -188,7 +216,7 @@ class Engine:
                 self.abort_in_background([ENGINE_ID_PREFIX + request_id])
             raise
         if resp.status != 200:
-            raise engine_status_error(resp.status, data, resp.headers.get("location"))
+            raise engine_status_error(resp.status, data, resp.headers.get("location"), resp.headers.get("retry-after"))
         try:
             answer = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -225,7 +253,7 @@ class Engine:
                 data = b""
             finally:
                 resp.release()
-            raise engine_status_error(resp.status, data, resp.headers.get("location"))
+            raise engine_status_error(resp.status, data, resp.headers.get("location"), resp.headers.get("retry-after"))
         return EngineStream(self, resp, request.get("request_id"), max_event_bytes)
 
     def abort_in_background(self, engine_request_ids: list[str]) -> None:

@@ -80,3 +80,60 @@ async def test_output_larger_than_the_request_allows_is_a_502_and_is_not_read_fu
             assert flood.aborts == [{"request_ids": ["generate-tokens-big"]}]
     finally:
         await server.close()
+
+
+# -- an engine that rate-limits: the client gets a 429 with the engine's Retry-After -------------
+
+def rate_limiting_engine(retry_after: str | None):
+    async def handler(request: web.Request) -> web.Response:
+        if request.path.endswith("/generate"):
+            headers = {"Retry-After": retry_after} if retry_after is not None else None
+            return web.json_response({"error": {"message": "Too many requests in flight", "type": "TooMany"}},
+                                     status=429, headers=headers)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    return app
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_an_engine_429_reaches_the_client_as_a_429_with_its_retry_after(qwen3, api, stream):
+    import openai
+
+    from proxy.app import create_app
+    from proxy.config import ServerConfig
+    from tests.proxy.loopback import LoopbackServer
+
+    engine = LoopbackServer(lambda: rate_limiting_engine("7")).start()
+    proxy = LoopbackServer(lambda: create_app(ServerConfig(engine_url=[engine.url], health_check_interval=0),
+                                              qwen3)).start()
+    try:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0)
+        with pytest.raises(openai.RateLimitError) as err:
+            if api == "chat":
+                client.chat.completions.create(model="tiny-qwen3", messages=[{"role": "user", "content": "hi"}],
+                                               max_tokens=2, stream=stream)
+            else:
+                client.completions.create(model="tiny-qwen3", prompt="hi", max_tokens=2, stream=stream)
+        assert err.value.status_code == 429
+        assert err.value.response.headers["Retry-After"] == "7"
+        assert err.value.body == {"message": "Too many requests in flight", "type": "RateLimitError", "param": None,
+                                  "code": 429}
+    finally:
+        proxy.stop()
+        engine.stop()
+
+
+def test_retry_after_values():
+    import email.utils
+
+    from proxy.engine.client import MAX_RETRY_AFTER, retry_after_seconds
+
+    assert retry_after_seconds("7") == 7 and retry_after_seconds(" 0 ") == 0
+    assert retry_after_seconds("99999999999") == MAX_RETRY_AFTER
+    assert retry_after_seconds(email.utils.formatdate(1000.0 + 30, usegmt=True), now=1000.0) == 30
+    assert retry_after_seconds(email.utils.formatdate(1000.0 - 30, usegmt=True), now=1000.0) == 0
+    for bad in (None, "", "soon", "-5", "1.5", "Mon, 99 Foo 2024 00:00:00 GMT"):
+        assert retry_after_seconds(bad) is None, bad
