@@ -52,6 +52,8 @@ class ServerConfig:
     engine_cooldown: float = 10.0  # seconds an open engine gets no requests before a probe
     # security, hygiene, lifecycle
     api_key: str | None = None
+    metrics_api_key: str | None = None  # /metrics requires this key (else it is open)
+    metrics_require_api_key: bool = False  # /metrics requires --api-key
     allowed_origins: list[str] = field(default_factory=list)
     allow_credentials: bool = False
     allowed_methods: list[str] = field(default_factory=lambda: ["*"])
@@ -149,6 +151,11 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                         help="seconds an engine is left alone after failing, before one probe request")
     parser.add_argument("--api-key", default=os.environ.get("DERENDER_API_KEY") or os.environ.get("VLLM_API_KEY"),
                         help="required Bearer token (env DERENDER_API_KEY or VLLM_API_KEY)")
+    parser.add_argument("--metrics-api-key", default=os.environ.get("DERENDER_METRICS_API_KEY"),
+                        help="Bearer token /metrics requires (env DERENDER_METRICS_API_KEY; default: /metrics is "
+                             "open, for scrapers; it lists engine URLs and traffic)")
+    parser.add_argument("--metrics-require-api-key", action="store_true",
+                        help="/metrics requires the --api-key too (with --metrics-api-key: either key)")
     parser.add_argument("--allowed-origins", nargs="*", default=[],
                         help="CORS origins ('*' for any; default: no CORS headers)")
     parser.add_argument("--allow-credentials", action="store_true", help="CORS: allow credentials")
