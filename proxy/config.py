@@ -22,6 +22,7 @@ class ServerConfig:
     chat_template: str | None = None
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_request_chat_template: bool = False
+    request_template_timeout: float = 5.0  # seconds a request's own chat template may take to render
     max_model_len: int | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
@@ -102,6 +103,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-template", default=None, help="file path or inline Jinja template")
     parser.add_argument("--default-chat-template-kwargs", type=_json_object, default={})
     parser.add_argument("--trust-request-chat-template", action="store_true")
+    parser.add_argument("--request-template-timeout", type=_non_negative(float), default=5.0,
+                        help="seconds a request's own chat template (--trust-request-chat-template) may take to "
+                             "compile and render, then a 400 (0: no limit; its sizes stay bounded)")
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--tool-call-parser", default=None)
     parser.add_argument("--reasoning-parser", default=None)

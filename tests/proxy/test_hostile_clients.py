@@ -386,3 +386,137 @@ def test_a_stream_with_a_non_utf8_request_id_is_aborted_cleanly_when_its_client_
     time.sleep(0.2)
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "never retrieved" in m or "internal error" in m], messages
+
+
+# -- items 2 and 7: request chat templates (--trust-request-chat-template) -------------------------
+
+def health_while(url: str, work) -> tuple[Any, list[float]]:
+    """Run `work()` in a thread while polling `url`/health; return its result and every health
+    latency (a stall of the proxy's event loop shows as seconds; noise is milliseconds)."""
+    import threading
+    import time
+
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(work()))
+    thread.start()
+    latencies = []
+    while thread.is_alive():
+        t0 = time.monotonic()
+        with urllib.request.urlopen(url + "/health", timeout=30) as resp:
+            assert resp.status == 200
+        latencies.append(time.monotonic() - t0)
+        time.sleep(0.02)
+    thread.join()
+    return result[0], latencies
+
+
+@pytest.fixture(scope="module")
+def trusting(qwen3):
+    s = Stack(qwen3, trust_request_chat_template=True, request_template_timeout=1.5)
+    yield s
+    s.close()
+
+
+HOSTILE_TEMPLATES = {
+    "huge_power": "{% set n = 9 ** 7 %}{{ (9 ** n) > 1 }}",
+    "power_tower": "{{ 9 ** (9 ** 9) }}",
+    "repeat": "{{ ('a' * 10**8)|length }}",
+    "doubling": "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+    "plus_doubling": "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}x",
+    "replace_bomb": "{% set s = 'a' * 4000 %}{{ s|replace('a', s)|replace('a', s)|length }}",
+    "method_bomb": "{% set s = 'a' * 4000 %}{{ s.replace('a', s).replace('a', s)|length }}",
+    "center": "{{ 'a'|center(10**9) }}",
+    "ljust": "{{ 'a'.ljust(10**9) }}",
+    "percent_width": "{{ '%0999999999d' % 1 }}",
+    "format_width": "{{ '{:>999999999}'.format(1) }}",
+    "indent": "{{ ('a\\n' * 2000000)|indent(1000) }}",
+    "join": "{% set s = 'a' * 5000000 %}{{ [s, s, s]|join(s) }}",
+    "block_capture": "{% set x %}{% for i in range(100000) %}{% for j in range(100) %}AAAAAAAAAAAAAAAA{% endfor %}"
+                     "{% endfor %}{% endset %}{{ x|length }}",
+    "output_flood": "{% for i in range(100000) %}{% for j in range(100) %}AAAAAAAAAAAAAAAA{% endfor %}{% endfor %}",
+    "list_growth": "{% set l = [1] * 100000 %}{% set ns = namespace(l=l) %}{% for i in range(1000) %}"
+                   "{% set ns.l = ns.l + l %}{% endfor %}{{ ns.l|length }}",
+    "busy_loop": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+    "recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "tojson_indent": "{% set l = [[1, [2, [3]]]] * 100000 %}{{ l|tojson(indent=100) }}",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HOSTILE_TEMPLATES))
+def test_hostile_request_templates_are_400s_within_budget_and_never_stall(trusting, name):
+    import time
+
+    body = json.dumps({"messages": MESSAGES, "chat_template": HOSTILE_TEMPLATES[name]}).encode()
+
+    def send():
+        t0 = time.monotonic()
+        answer = post_bytes(trusting.url + "/v1/chat/completions/render", body, timeout=60)
+        return answer, time.monotonic() - t0
+
+    (status_headers_text, elapsed), health = health_while(trusting.url, send)
+    status, _, text = status_headers_text
+    error = assert_openai_error(status, text, 400)
+    assert "chat template" in error["message"] or "recursion" in error["message"], error
+    assert elapsed < 1.5 + 5, elapsed  # its budget (1.5 s), plus a loaded machine's slack
+    assert max(health, default=0) < 1.0, max(health)
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/chat/completions/render", "/tokenize"])
+@pytest.mark.parametrize("template", ["{% break %}", "{% for m in messages %}{% endfor %}{% continue %}",
+                                      "{{" + "(" * 3000 + "1" + ")" * 3000 + "}}", "{% if %}", "{{ x | nofilter }}"])
+def test_request_templates_that_do_not_compile_are_400(trusting, route, template):
+    status, _, text = post_bytes(trusting.url + route,
+                                 json.dumps({"messages": MESSAGES, "max_tokens": 2, "chat_template": template}).encode())
+    assert_openai_error(status, text, 400)
+
+
+def test_a_request_template_renders_as_the_server_template_does(trusting, qwen3):
+    """The budget changes nothing for a real template: the model's own template sent with the
+    request renders the same ids (tools, reasoning, several turns)."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": "", "reasoning": "Need the tool.", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "18 C"}, {"role": "user", "content": "Thanks" * 50}]
+    body = {"messages": messages, "tools": TOOLS, "tool_choice": "none"}
+    _, _, plain = post_bytes(trusting.url + "/v1/chat/completions/render", json.dumps(body).encode())
+    status, _, own = post_bytes(trusting.url + "/v1/chat/completions/render",
+                                json.dumps({**body, "chat_template": qwen3.tokenizer.chat_template}).encode())
+    assert status == 200, own[:300]
+    assert json.loads(own)["token_ids"] == json.loads(plain)["token_ids"]
+
+
+# -- item 4: the render's work is bounded by the request's size, before rendering ------------------
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions/render", "/v1/chat/completions"])
+def test_300k_one_character_messages_are_a_quick_400_and_never_stall(stack, route):
+    import time
+
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "x"} for i in range(300_000)]
+    body = json.dumps({"messages": messages, "max_tokens": 2}).encode()
+
+    def send():
+        t0 = time.monotonic()
+        return post_bytes(stack.url + route, body, timeout=120), time.monotonic() - t0
+
+    ((status, _, text), elapsed), health = health_while(stack.url, send)
+    error = assert_openai_error(status, text, 400)
+    assert error["message"].startswith("This model's maximum context length is 40960 tokens. However, your request "
+                                       "has 300000 messages"), error
+    assert error["param"] == "messages"
+    assert elapsed < 10, elapsed  # (38 s of CPU before)
+    assert max(health, default=0) < 1.0, max(health)
+
+
+def test_messages_with_more_text_than_the_context_can_hold_are_a_400_before_rendering(stack, qwen3):
+    from core.render import max_chars_per_token
+
+    limit = qwen3.max_model_len * max_chars_per_token(qwen3.tokenizer)
+    messages = [{"role": "user", "content": "x" * (limit // 4 + 1)} for _ in range(4)]
+    status, _, text = post_bytes(stack.url + "/v1/chat/completions/render", json.dumps({"messages": messages}).encode())
+    error = assert_openai_error(status, text, 400)
+    assert f"your messages contain {4 * (limit // 4 + 1)} characters (more than {limit} characters" in error["message"]
+    # with truncation the text is cut, not refused (vLLM's rule): the bound does not apply
+    status, _, text = post_bytes(stack.url + "/v1/chat/completions/render",
+                                 json.dumps({"messages": messages[:1], "truncate_prompt_tokens": 100}).encode())
+    assert status == 200, text[:300]
