@@ -22,13 +22,16 @@ from core.fast_encode import FastEncoder
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolParser
 from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest, has_non_text
-from core.protocol.common import VLLMValidationError, random_uuid
+from core.protocol.common import MAX_N_SEQUENCES, VLLMValidationError, random_uuid
 from core.protocol.completion import CompletionRequest
 from core.sampling import chat_sampling_params, completion_sampling_params, get_max_tokens, hoist_transfer_params
 from core.template_sandbox import TemplateBudget, TemplateBudgetExceeded, TemplateTimeout, bounded
 from core.tokenizer import Tokenizer
 
 REQUEST_TEMPLATE_TIMEOUT = 5.0  # seconds (--request-template-timeout)
+# choices per request (prompts x n) by default: vLLM's largest default max_num_seqs, the most
+# sequences one engine runs at once (every choice is one sequence on the engine)
+MAX_CHOICES = 1024
 # what a request's own chat template counts for in request_size: its cost is unknown (it runs
 # under a time budget), so it always goes to the thread pool, never inline on the event loop
 REQUEST_TEMPLATE_SIZE = 1 << 24
@@ -55,6 +58,8 @@ class RenderOptions:
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
     # seconds a request's own chat template may take to compile and render (core.template_sandbox)
     request_template_timeout: float = REQUEST_TEMPLATE_TIMEOUT
+    # choices one request may ask for (prompts x n; --max-choices; 0: vLLM's own limits only)
+    max_choices: int = MAX_CHOICES
 
     @classmethod
     def build(cls, *, default_chat_template_kwargs: dict[str, Any] | None = None,
@@ -62,7 +67,8 @@ class RenderOptions:
               reasoning_parser: str | None = None, enable_auto_tool_choice: bool = False,
               exclude_tools_when_tool_choice_none: bool = False,
               reasoning_effort_map: dict[str, str] | None = None,
-              request_template_timeout: float = REQUEST_TEMPLATE_TIMEOUT) -> RenderOptions:
+              request_template_timeout: float = REQUEST_TEMPLATE_TIMEOUT,
+              max_choices: int = MAX_CHOICES) -> RenderOptions:
         """Resolve parser names; an unknown name is a start-up error (ValueError), never a per-request one."""
         from core.parsers.registry import get_reasoning_parser, get_tool_parser
 
@@ -81,7 +87,7 @@ class RenderOptions:
                    exclude_tools_when_tool_choice_none=exclude_tools_when_tool_choice_none,
                    tool_parser_cls=tool_cls, reasoning_parser_cls=reasoning_cls,
                    reasoning_effort_map=dict(reasoning_effort_map or {}),
-                   request_template_timeout=request_template_timeout)
+                   request_template_timeout=request_template_timeout, max_choices=max_choices)
 
     @classmethod
     def from_config(cls, config: Any) -> RenderOptions:
@@ -93,7 +99,8 @@ class RenderOptions:
                          exclude_tools_when_tool_choice_none=config.exclude_tools_when_tool_choice_none,
                          reasoning_effort_map=getattr(config, "reasoning_effort_map", None),
                          request_template_timeout=getattr(config, "request_template_timeout",
-                                                          REQUEST_TEMPLATE_TIMEOUT))
+                                                          REQUEST_TEMPLATE_TIMEOUT),
+                         max_choices=getattr(config, "max_choices", MAX_CHOICES))
 
     @property
     def has_parser(self) -> bool:
@@ -110,6 +117,21 @@ UNTRUSTED_TEMPLATE = ("Chat template is passed with request, but --trust-request
 def check_model(model: ModelInfo, requested: str | None) -> None:
     if not model.is_served(requested):
         raise model_not_found(str(requested), model.served_model_names)
+
+
+def check_choices(options: RenderOptions, prompts: int, n: int | None) -> None:
+    """Bound the choices of one request (prompts x n) by what an engine serves, before any work:
+    each is a sequence on the engine and per-choice state here. Requests past vLLM's own limit
+    on n get vLLM's message (from the sampling parameters) instead."""
+    n = 1 if n is None else n
+    if not options.max_choices or not isinstance(n, int) or n > MAX_N_SEQUENCES:
+        return
+    if prompts * n > options.max_choices:
+        asked = f"{prompts} prompts x n={n} = {prompts * n}" if prompts > 1 else f"n={n}"
+        raise VLLMValidationError(
+            f"This server generates at most {options.max_choices} choices per request (prompts x n, "
+            f"--max-choices); this request asks for {asked}. Please ask for fewer choices, or send several "
+            "requests.", parameter="n", value=prompts * n)
 
 
 def base_request_id(header: str | None, body_id: str | None) -> str:
@@ -502,6 +524,7 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     check_model(model, request.model)
     if request.use_beam_search:
         raise bad_request("Beam search is not supported by the render endpoint")
+    check_choices(options, 1, request.n)
     _check_tool_choice(request, options)
     tools = request.tools
     tool_dicts = None if tools is None or (
@@ -615,6 +638,7 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
     prompts = _completion_prompts(request)
     if not prompts:
         raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
+    check_choices(options, len(prompts), request.n)
     encoded: list[tuple[list[int], list[list[int]] | None]] = []
     for prompt in prompts:
         if isinstance(prompt, str):

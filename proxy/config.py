@@ -30,6 +30,7 @@ class ServerConfig:
     exclude_tools_when_tool_choice_none: bool = False
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
     max_logprobs: int = 20
+    max_choices: int = 1024  # prompts x n per request at most; 0: only vLLM's own limits
     reasoning_field: str = "reasoning"  # reasoning | reasoning_content | both
     host: str = "127.0.0.1"
     port: int = 8000
@@ -115,6 +116,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         help='JSON map applied to reasoning_effort before the template sees it, '
                              'e.g. \'{"minimal": "low"}\'')
     parser.add_argument("--max-logprobs", type=int, default=20)
+    parser.add_argument("--max-choices", type=_non_negative(int), default=1024,
+                        help="choices one request may ask for, prompts x n (default 1024, the most sequences one "
+                             "vLLM engine runs at once by default); 0: only vLLM's own limits")
     parser.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content", "both"],
                         default="reasoning",
                         help="name of the reasoning field in chat responses (both: emit the two)")

@@ -520,3 +520,40 @@ def test_messages_with_more_text_than_the_context_can_hold_are_a_400_before_rend
     status, _, text = post_bytes(stack.url + "/v1/chat/completions/render",
                                  json.dumps({"messages": messages[:1], "truncate_prompt_tokens": 100}).encode())
     assert status == 200, text[:300]
+
+
+# -- item 1 (its validation half): prompts x n is bounded by what an engine serves ----------------
+
+@pytest.mark.parametrize("route,body,asked", [
+    ("/v1/completions", {"prompt": [f"p{i}" for i in range(64)], "n": 16384}, "64 prompts x n=16384 = 1048576"),
+    ("/v1/completions/render", {"prompt": [f"p{i}" for i in range(64)], "n": 16384}, "64 prompts x n=16384 = 1048576"),
+    ("/v1/completions", {"prompt": [[9707, 11]] * 2, "n": 513}, "2 prompts x n=513 = 1026"),
+    ("/v1/chat/completions", {"messages": MESSAGES, "n": 1025}, "n=1025"),
+    ("/v1/chat/completions/render", {"messages": MESSAGES, "n": 16384}, "n=16384"),
+])
+def test_more_choices_than_an_engine_serves_is_a_quick_400(stack, route, body, asked):
+    import time
+
+    raw = json.dumps({**body, "temperature": 1, "max_tokens": 1}).encode()
+
+    def send():
+        t0 = time.monotonic()
+        return post_bytes(stack.url + route, raw), time.monotonic() - t0
+
+    ((status, _, text), elapsed), health = health_while(stack.url, send)
+    error = assert_openai_error(status, text, 400)
+    assert error["message"].startswith("This server generates at most 1024 choices per request (prompts x n, "
+                                       f"--max-choices); this request asks for {asked}."), error["message"]
+    assert error["param"] == "n"
+    assert elapsed < 5 and max(health, default=0) < 1.0, (elapsed, health)
+
+
+def test_choices_up_to_the_bound_are_served_and_vllm_limits_keep_vllm_messages(stack):
+    stack.set_replies(["Hi"])
+    body = {"prompt": [f"p{i}" for i in range(4)], "n": 256, "temperature": 1, "max_tokens": 1}
+    status, _, text = post_bytes(stack.url + "/v1/completions", json.dumps(body).encode(), timeout=60)
+    assert status == 200, text[:300]
+    assert len(json.loads(text)["choices"]) == 1024
+    status, _, text = post_bytes(stack.url + "/v1/completions/render",
+                                 json.dumps({"prompt": "x", "n": 20000}).encode())
+    assert json.loads(text)["error"]["message"].startswith("n must be at most 16384, got 20000.")
