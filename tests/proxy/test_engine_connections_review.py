@@ -244,7 +244,11 @@ async def test_random_cancellations_and_failures_never_exceed_the_limit_nor_leak
                 while True:
                     head = await read_request(reader)
                     delay = float(head.split(b" ")[1].rsplit(b"/", 1)[1]) / 1000
-                    await asyncio.sleep(delay)
+                    try:  # wait `delay`, or until the client hangs up
+                        if await asyncio.wait_for(reader.read(1), delay) == b"":
+                            break
+                    except asyncio.TimeoutError:
+                        pass
                     if b"/cut/" in head:
                         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf")
                         await writer.drain()
@@ -286,18 +290,23 @@ async def test_random_cancellations_and_failures_never_exceed_the_limit_nor_leak
     watcher = asyncio.create_task(watch())
     try:
         tasks = []
+        doomed = 0
         for _ in range(60):
             name = rng.choice([b"a", b"b"])
             kind = rng.choice(["ok", "ok", "ok", "cut"])
-            task = asyncio.create_task(one(name, kind, rng.randrange(0, 30)))
+            cancel = rng.random() < 0.3
+            # a request to be cancelled is one the server answers only after 10 s: whatever the
+            # machine's speed, the cancellation (within 50 ms) lands while it waits, queued or sent
+            task = asyncio.create_task(one(name, kind, 10_000 if cancel else rng.randrange(0, 30)))
             tasks.append(task)
-            if rng.random() < 0.3:
+            if cancel:
+                doomed += 1
                 asyncio.get_running_loop().call_later(rng.random() * 0.05, task.cancel)
             await asyncio.sleep(rng.random() * 0.005)
         results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
         cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
         assert [r for r in results if not isinstance(r, (asyncio.CancelledError, type(None)))] == []
-        assert len(outcomes) + cancelled == 60 and outcomes.count("ok") > 20 and cancelled > 5
+        assert len(outcomes) + cancelled == 60 and outcomes.count("ok") > 20 and cancelled == doomed > 5
         assert min(counts) >= 0 and max(counts) == 3  # used to the full, never past it
         assert peak <= 3
         assert not client._slot_waiters and client.open == idle_count(client)
