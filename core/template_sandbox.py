@@ -14,8 +14,8 @@ rendered under a `TemplateBudget`:
   `indent`, `wordwrap`, `format`, `tojson`...), `{{ }}` output and block captures; integers
   stay under `MAX_INT_BITS`;
 * time: the render (and the compile) must end within `seconds`; a watchdog thread raises
-  `TemplateTimeout` in the rendering thread when it does not (loops that build nothing, deep
-  recursion). Every other operation that could take long in one C call is bounded by size.
+  `TemplateTimeout` in the rendering thread when it does not (`core/deadline.py`: loops that
+  build nothing). Every operation that could take long in one C call is bounded by size.
 
 Going over either budget raises `TemplateBudgetExceeded` (or `TemplateTimeout`); the caller turns
 it into a 400. The render itself runs in the HTTP layer's thread pool (`core.render.request_size`
@@ -26,13 +26,9 @@ the event loop.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
-import heapq
 import itertools
 import re
-import threading
-import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,6 +37,8 @@ from typing import Any
 import jinja2.compiler
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from core.deadline import DeadlineExceeded, deadline
 
 TOTAL_FACTOR = 32  # all strings a template builds, together, at most this many times max_chars
 MAX_INT_BITS = 1 << 16  # ~20,000 digits: integer arithmetic stays in microseconds
@@ -51,9 +49,8 @@ class TemplateBudgetExceeded(Exception):
     """A request's template went over its size budget (a 400 for the client)."""
 
 
-class TemplateTimeout(BaseException):
-    """A request's template went over its time budget. Raised asynchronously in the rendering
-    thread, so it derives from BaseException: no `except Exception` on its way may swallow it."""
+# A request's template went over its time budget (raised in the rendering thread by the watchdog)
+TemplateTimeout = DeadlineExceeded
 
 
 @dataclass
@@ -417,87 +414,3 @@ def bounded(budget: TemplateBudget) -> Iterator[None]:
             yield
     finally:
         _CURRENT.reset(token)
-
-
-# -- time: a watchdog that interrupts the rendering thread ----------------------------------------
-
-# CPython's PyThreadState_SetAsyncExc(thread id, exception): raise it in that thread at its next
-# bytecode; with NULL, take back one not raised yet
-_SET_ASYNC_EXC = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
-    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
-_CLEAR_ASYNC_EXC = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
-    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
-
-
-class _Alarm:
-    __slots__ = ("thread_id", "deadline", "lock", "fired", "disarmed")
-
-    def __init__(self, seconds: float) -> None:
-        self.thread_id = threading.get_ident()
-        self.deadline = time.monotonic() + seconds
-        self.lock = threading.Lock()
-        self.fired = False
-        self.disarmed = False
-
-    def fire(self) -> None:
-        with self.lock:
-            if not self.disarmed:
-                self.fired = True
-                _SET_ASYNC_EXC(self.thread_id, TemplateTimeout)
-
-    def disarm(self) -> None:
-        with self.lock:
-            self.disarmed = True
-            if self.fired:  # raised already (then this is a no-op), or still pending: never let it out
-                _CLEAR_ASYNC_EXC(self.thread_id, None)
-
-
-class _Watchdog:
-    """One daemon thread for every deadline of the process (a heap of alarms)."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.alarms: list[tuple[float, int, _Alarm]] = []
-        self.order = itertools.count()
-        self.thread: threading.Thread | None = None
-
-    def arm(self, seconds: float) -> _Alarm:
-        alarm = _Alarm(seconds)
-        with self.cond:
-            heapq.heappush(self.alarms, (alarm.deadline, next(self.order), alarm))
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="template-watchdog", daemon=True)
-                self.thread.start()
-            self.cond.notify()
-        return alarm
-
-    def _run(self) -> None:
-        with self.cond:
-            while True:
-                while self.alarms and self.alarms[0][2].disarmed:
-                    heapq.heappop(self.alarms)
-                if not self.alarms:
-                    self.cond.wait()
-                    continue
-                wait = self.alarms[0][0] - time.monotonic()
-                if wait > 0:
-                    self.cond.wait(wait)
-                    continue
-                heapq.heappop(self.alarms)[2].fire()
-
-
-_WATCHDOG = _Watchdog()
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise TemplateTimeout in this thread if the block runs longer than `seconds` (Python code
-    only: a single C call is not interrupted, which is why the sandbox bounds those by size)."""
-    if seconds <= 0:
-        yield
-        return
-    alarm = _WATCHDOG.arm(seconds)
-    try:
-        yield
-    finally:
-        alarm.disarm()

@@ -113,10 +113,10 @@ def max_connections(config: Any) -> int:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
+        if soft == resource.RLIM_INFINITY or soft <= 0:
+            soft = 65536
+    except (ImportError, OSError, ValueError):  # (not a Unix)
         soft = 1024
-    if soft == getattr(resource, "RLIM_INFINITY", -1) or soft <= 0:
-        soft = 65536
     return max(16, soft // 2)
 
 

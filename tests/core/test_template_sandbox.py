@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from core.chat_template import build_conversation, load_template, render
 from core.errors import RequestError
-from core.template_sandbox import TemplateBudget, TemplateTimeout, bounded, deadline
+from core.deadline import deadline
+from core.template_sandbox import TemplateBudget, TemplateTimeout, bounded
 from tests.core.test_render_chat_template import WEATHER, hf_render, hf_tokenizers, message_strategy  # noqa: F401
 
 BUDGET_CHARS = 1_000_000
