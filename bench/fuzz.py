@@ -132,6 +132,12 @@ def encode(value: Any) -> bytes:
             .replace('"\\u0000NAN\\u0000"', "NaN").replace('"\\u0000INF\\u0000"', "Infinity").encode())
 
 
+def edge(rng: random.Random) -> Any:
+    """An edge value, a fresh copy of it when it is a container (later mutations may go into it)."""
+    value = rng.choice(EDGES)
+    return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+
+
 def describe(value: Any) -> str:
     if value is DEEP or value is NAN or value is INF:
         return {id(DEEP): "<nested 1000 deep>", id(NAN): "NaN", id(INF): "Infinity"}[id(value)]
@@ -150,7 +156,7 @@ def mutate(rng: random.Random, body: dict[str, Any]) -> tuple[bytes, dict[str, A
         spots = places(body)
         if kind < 0.55 and spots:
             path = rng.choice(spots)
-            value = rng.choice(EDGES)
+            value = edge(rng)
             parent_of(body, path)[path[-1]] = value
             done.append(f"{'.'.join(map(str, path))}={describe(value)}")
         elif kind < 0.65 and spots:
@@ -164,7 +170,7 @@ def mutate(rng: random.Random, body: dict[str, Any]) -> tuple[bytes, dict[str, A
             target = parent_of(body, (*rng.choice(dicts), None)) if dicts else body
             key = rng.choice(["chat_template", "n", "request_id", "priority", "stream", "echo", "prompt_logprobs",
                               "max_completion_tokens", "truncate_prompt_tokens", "x" * 50])
-            target[key] = rng.choice(EDGES)
+            target[key] = edge(rng)
             done.append(f"add {key}")
         elif kind < 0.77 and spots:
             path = rng.choice(spots)
