@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stack import PARSER_FLAGS, ROOT, stack  # noqa: E402
+from stack import PARSER_FLAGS, ROOT, publish, stack  # noqa: E402
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -315,9 +315,7 @@ def main() -> int:
     errors = [line for line in log.read_text(errors="replace").splitlines() if '"level":"error"' in line]
     text += f"\nProxy log lines at level error: {len(errors)}.\n"
     text += "".join(f"* `{line[:300]}`\n" for line in errors[:5])
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    publish(text, args.out)
     return 0
 
 

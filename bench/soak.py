@@ -32,7 +32,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stack import PARSER_FLAGS, ROOT, stack  # noqa: E402
+from stack import PARSER_FLAGS, ROOT, publish, stack  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
@@ -182,9 +182,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "soak.md"))
     args = parser.parse_args()
     text = run(args)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    publish(text, args.out)
     return 0
 
 

@@ -74,3 +74,10 @@ def stack(engine_flags: list[str], proxy_flags: list[str], proxy_stderr: IO[byte
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def publish(text: str, out: str | None) -> None:
+    """Print a report, and write it to `out` (a bench/results/*.md file) when given."""
+    print(text)
+    if out:
+        Path(out).write_text(text)

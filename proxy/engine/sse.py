@@ -91,6 +91,8 @@ class SSEDecoder:
         return out
 
     def _keep(self, piece: bytes) -> None:
+        if not self._parts:
+            piece = piece.lstrip(b"\n")  # blank lines between events mean nothing
         if not piece:
             return
         self._size += len(piece)
