@@ -31,7 +31,9 @@ import jinja2.meta
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from core.errors import shown
 from core.protocol.common import VLLMValidationError
+from core.template_sandbox import BoundedSandbox, TemplateBudget, TemplateBudgetExceeded, render_bounded
 
 ContentFormat = Literal["string", "openai"]
 
@@ -89,16 +91,24 @@ def _strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
-def _make_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+def _make_environment(sandbox: type[ImmutableSandboxedEnvironment] = ImmutableSandboxedEnvironment
+                      ) -> ImmutableSandboxedEnvironment:
+    env = sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
 
 
-_ENV = _make_environment()
+def _make_bounded_environment() -> BoundedSandbox:
+    env = _make_environment(BoundedSandbox)
+    assert isinstance(env, BoundedSandbox)
+    env.bound_filters()
+    return env
+
+
+_ENV = _make_environment()  # the server's templates (--chat-template, the tokenizer's)
+_BOUNDED_ENV = _make_bounded_environment()  # the templates requests bring (core.template_sandbox)
 
 
 @dataclass(frozen=True)
@@ -110,23 +120,29 @@ class ChatTemplate:
     variables: frozenset[str]  # undeclared variables: the kwargs the template can read
     content_format: ContentFormat
     knows_developer_role: bool
+    bounded: bool = False  # a request's template: rendered under a TemplateBudget
 
     def accepts(self, name: str) -> bool:
         return name in self.variables or name in APPLY_CHAT_TEMPLATE_PARAMS
 
 
 @lru_cache(maxsize=64)
-def load_template(source: str) -> ChatTemplate:
-    """Compile and analyse a template (cached by its text). Syntax errors raise a 400."""
+def load_template(source: str, bounded: bool = False) -> ChatTemplate:
+    """Compile and analyse a template (cached by its text); `bounded`: for a request's template
+    (core.template_sandbox). A template that does not compile is a 400, whatever the reason: a
+    Jinja syntax error, Python's compile of it (`{% break %}` outside a loop), nesting too deep."""
+    env = _BOUNDED_ENV if bounded else _ENV
     try:
-        ast = _ENV.parse(source)
-        compiled = _ENV.from_string(ast)
+        ast = env.parse(source)
+        compiled = env.from_string(ast)
+        variables = frozenset(jinja2.meta.find_undeclared_variables(ast))
     except jinja2.TemplateError as exc:
         raise VLLMValidationError(str(exc)) from None
-    variables = frozenset(jinja2.meta.find_undeclared_variables(ast))
+    except (SyntaxError, RecursionError, ValueError, TypeError, MemoryError) as exc:
+        raise VLLMValidationError(f"The chat template does not compile: {shown(str(exc), limit=500)}") from None
     return ChatTemplate(source=source, compiled=compiled, variables=variables,
                         content_format=detect_content_format(ast),
-                        knows_developer_role='"developer"' in source or "'developer'" in source)
+                        knows_developer_role='"developer"' in source or "'developer'" in source, bounded=bounded)
 
 
 def select_template(tokenizer_template: str | dict[str, str] | None, requested: str | None,
@@ -286,7 +302,7 @@ def _part_text(part: Any) -> tuple[str, Any]:
         raise VLLMValidationError("Missing 'type' field in multimodal part.", parameter="type")
     if not isinstance(part_type, str):
         raise VLLMValidationError("Invalid 'type' field in multimodal part.", parameter="type")
-    raise VLLMValidationError(f"Unsupported chat content part type: {part_type!r}. "
+    raise VLLMValidationError(f"Unsupported chat content part type: {shown(part_type, quote=True)}. "
                               f"Supported types: {', '.join(_SUPPORTED_PART_TYPES)}.",
                               parameter="type", value=part_type)
 
@@ -460,20 +476,23 @@ def developer_to_system(conversation: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def render(template: ChatTemplate, conversation: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None,
-           kwargs: dict[str, Any], special_tokens: dict[str, str]) -> str:
+           kwargs: dict[str, Any], special_tokens: dict[str, str], budget: TemplateBudget | None = None) -> str:
     """transformers' apply_chat_template(tokenize=False) with vLLM's kwargs filter and error mapping.
 
     `kwargs` are the effective chat-template kwargs (already merged); those the template does
-    not reference and apply_chat_template does not accept are dropped, as vLLM does.
+    not reference and apply_chat_template does not accept are dropped, as vLLM does. A bounded
+    (request) template renders under `budget`; going over it is a 400.
     """
     if "chat_template" in kwargs or "tokenize" in kwargs:
         unexpected = {"chat_template", "tokenize"} & kwargs.keys()
         raise VLLMValidationError(f"Found unexpected chat template kwargs from request: {unexpected}")
     accepted = {k: v for k, v in kwargs.items() if template.accepts(k)}
     try:
-        return _apply(template, conversation, tools, accepted, special_tokens)
+        return _apply(template, conversation, tools, accepted, special_tokens, budget)
     except VLLMValidationError:
         raise
+    except TemplateBudgetExceeded as exc:
+        raise VLLMValidationError(str(exc)) from None
     except Exception as exc:  # a template rejecting its input is the client's problem (vLLM: 400)
         raise VLLMValidationError(_error_reason(exc)) from None
 
@@ -490,7 +509,7 @@ def _error_reason(exc: BaseException) -> str:
 
 
 def _apply(template: ChatTemplate, conversation: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-           kwargs: dict[str, Any], special_tokens: dict[str, str]) -> str:
+           kwargs: dict[str, Any], special_tokens: dict[str, str], budget: TemplateBudget | None) -> str:
     add_generation_prompt = kwargs.pop("add_generation_prompt", False)
     continue_final = kwargs.pop("continue_final_message", False)
     documents = kwargs.pop("documents", None)
@@ -518,8 +537,14 @@ def _apply(template: ChatTemplate, conversation: list[dict[str, Any]], tools: li
         conversation = [*conversation[:-1], _deepish_copy(conversation[-1])]
         final_text = _mark_final_message(conversation[-1], field, template.source)
     namespace = {**special_tokens, **kwargs}
-    rendered = template.compiled.render(messages=conversation, tools=tools, documents=documents,
-                                        add_generation_prompt=add_generation_prompt, **namespace)
+    if template.bounded:
+        if budget is None:
+            raise ValueError("a request's chat template renders only with a budget")
+        rendered = render_bounded(template.compiled, budget, messages=conversation, tools=tools, documents=documents,
+                                  add_generation_prompt=add_generation_prompt, **namespace)
+    else:
+        rendered = template.compiled.render(messages=conversation, tools=tools, documents=documents,
+                                            add_generation_prompt=add_generation_prompt, **namespace)
     if continue_final:
         assert final_text is not None
         if final_text.strip() not in rendered or _CONTINUE_TAG.strip() not in rendered:

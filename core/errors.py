@@ -45,9 +45,58 @@ class RequestError(Exception):
         return error_body(self.message, self.type, self.status, self.param)
 
 
+# no error message carries more than this (a message that quotes a prompt or a value stays readable;
+# a client never gets megabytes back for the megabytes it sent)
+MAX_MESSAGE_CHARS = 16_384
+MAX_SHOWN_CHARS = 200  # a client's value quoted in a message
+_TRUNCATED = "...[truncated]"
+
+
 def error_body(message: str, type: str, code: int, param: str | None = None) -> dict[str, Any]:
     # key order is part of the wire format: message, type, param, code
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + _TRUNCATED
+    if param is not None and len(param) > MAX_SHOWN_CHARS:
+        param = param[:MAX_SHOWN_CHARS] + _TRUNCATED
     return {"error": {"message": sanitize(message), "type": type, "param": param, "code": code}}
+
+
+def _is_small(value: Any, budget: int = 64, depth: int = 8) -> bool:
+    """Whether `value` has at most `budget` nested items and `depth` levels (without recursing:
+    a client's value can be nested as deep as the JSON parser allows)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, tuple, set, frozenset, dict)):
+            if level >= depth:
+                return False
+            budget -= len(item)
+            if budget < 0:
+                return False
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+        elif isinstance(item, str) and len(item) > MAX_SHOWN_CHARS:
+            return False
+    return True
+
+
+def shown(value: Any, quote: bool = False, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A client's value as vLLM puts it in a message (`str`, or `repr` with `quote`), but never
+    longer than `limit` characters and never recursing into a deeply nested value: small values
+    read exactly as vLLM writes them, large ones are cut or described."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"<int of {value.bit_length()} bits>"  # (str() refuses ints past 4300 digits anyway)
+    if isinstance(value, str):
+        text = value if len(value) <= limit else value[:limit]
+        text = repr(text) if quote else text
+        return text if len(value) <= limit else text + _TRUNCATED
+    if isinstance(value, (list, tuple, set, frozenset, dict)) and not _is_small(value):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = repr(value) if quote else str(value)
+    except Exception:  # (a value only our own code could build; kept total for safety)
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + _TRUNCATED
 
 
 def error_json(message: str, type: str, code: int, param: str | None = None) -> bytes:
@@ -60,8 +109,11 @@ def bad_request(message: str, param: str | None = None) -> RequestError:
 
 def model_not_found(model: str, aliases: list[str]) -> RequestError:
     return RequestError(
-        f"The model `{model}` does not exist. Valid aliases: {', '.join(aliases)}.",
+        f"The model `{shown(model)}` does not exist. Valid aliases: {', '.join(aliases)}.",
         404, "NotFoundError", "model")
+
+
+NESTED_TOO_DEEPLY = "The request is nested too deeply to be processed."
 
 
 _MAX_REPORTED_ERRORS = 10

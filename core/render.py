@@ -22,10 +22,20 @@ from core.fast_encode import FastEncoder
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolParser
 from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest, has_non_text
-from core.protocol.common import VLLMValidationError, random_uuid
+from core.protocol.common import MAX_N_SEQUENCES, VLLMValidationError, random_uuid
 from core.protocol.completion import CompletionRequest
 from core.sampling import chat_sampling_params, completion_sampling_params, get_max_tokens, hoist_transfer_params
+from core.template_sandbox import TemplateBudget, TemplateBudgetExceeded, TemplateTimeout, bounded
 from core.tokenizer import Tokenizer
+
+REQUEST_TEMPLATE_TIMEOUT = 5.0  # seconds (--request-template-timeout)
+# choices per request (prompts x n) by default: vLLM's largest default max_num_seqs, the most
+# sequences one engine runs at once (every choice is one sequence on the engine)
+MAX_CHOICES = 1024
+# what a request's own chat template counts for in request_size: its cost is unknown (it runs
+# under a time budget), so it always goes to the thread pool, never inline on the event loop
+REQUEST_TEMPLATE_SIZE = 1 << 24
+LARGE_REQUEST_SIZE = 1 << 20  # request_size stops counting here (the HTTP layer's threshold is far below)
 
 # vLLM adds this Cohere renderer default to every server's default chat-template kwargs
 # (`--cohere-format`, default cmd4); it shows up in parse_context / reasoning_parser_kwargs.
@@ -46,13 +56,19 @@ class RenderOptions:
     reasoning_parser_cls: type[ReasoningParser] | None = None
     # vLLM's --reasoning-effort-map: rewrite a requested effort to one the template supports
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
+    # seconds a request's own chat template may take to compile and render (core.template_sandbox)
+    request_template_timeout: float = REQUEST_TEMPLATE_TIMEOUT
+    # choices one request may ask for (prompts x n; --max-choices; 0: vLLM's own limits only)
+    max_choices: int = MAX_CHOICES
 
     @classmethod
     def build(cls, *, default_chat_template_kwargs: dict[str, Any] | None = None,
               trust_request_chat_template: bool = False, tool_call_parser: str | None = None,
               reasoning_parser: str | None = None, enable_auto_tool_choice: bool = False,
               exclude_tools_when_tool_choice_none: bool = False,
-              reasoning_effort_map: dict[str, str] | None = None) -> RenderOptions:
+              reasoning_effort_map: dict[str, str] | None = None,
+              request_template_timeout: float = REQUEST_TEMPLATE_TIMEOUT,
+              max_choices: int = MAX_CHOICES) -> RenderOptions:
         """Resolve parser names; an unknown name is a start-up error (ValueError), never a per-request one."""
         from core.parsers.registry import get_reasoning_parser, get_tool_parser
 
@@ -70,7 +86,8 @@ class RenderOptions:
                    enable_auto_tool_choice=enable_auto_tool_choice,
                    exclude_tools_when_tool_choice_none=exclude_tools_when_tool_choice_none,
                    tool_parser_cls=tool_cls, reasoning_parser_cls=reasoning_cls,
-                   reasoning_effort_map=dict(reasoning_effort_map or {}))
+                   reasoning_effort_map=dict(reasoning_effort_map or {}),
+                   request_template_timeout=request_template_timeout, max_choices=max_choices)
 
     @classmethod
     def from_config(cls, config: Any) -> RenderOptions:
@@ -80,7 +97,10 @@ class RenderOptions:
                          tool_call_parser=config.tool_call_parser, reasoning_parser=config.reasoning_parser,
                          enable_auto_tool_choice=config.enable_auto_tool_choice,
                          exclude_tools_when_tool_choice_none=config.exclude_tools_when_tool_choice_none,
-                         reasoning_effort_map=getattr(config, "reasoning_effort_map", None))
+                         reasoning_effort_map=getattr(config, "reasoning_effort_map", None),
+                         request_template_timeout=getattr(config, "request_template_timeout",
+                                                          REQUEST_TEMPLATE_TIMEOUT),
+                         max_choices=getattr(config, "max_choices", MAX_CHOICES))
 
     @property
     def has_parser(self) -> bool:
@@ -99,6 +119,21 @@ def check_model(model: ModelInfo, requested: str | None) -> None:
         raise model_not_found(str(requested), model.served_model_names)
 
 
+def check_choices(options: RenderOptions, prompts: int, n: int | None) -> None:
+    """Bound the choices of one request (prompts x n) by what an engine serves, before any work:
+    each is a sequence on the engine and per-choice state here. Requests past vLLM's own limit
+    on n get vLLM's message (from the sampling parameters) instead."""
+    n = 1 if n is None else n
+    if not options.max_choices or not isinstance(n, int) or n > MAX_N_SEQUENCES:
+        return
+    if prompts * n > options.max_choices:
+        asked = f"{prompts} prompts x n={n} = {prompts * n}" if prompts > 1 else f"n={n}"
+        raise VLLMValidationError(
+            f"This server generates at most {options.max_choices} choices per request (prompts x n, "
+            f"--max-choices); this request asks for {asked}. Please ask for fewer choices, or send several "
+            "requests.", parameter="n", value=prompts * n)
+
+
 def base_request_id(header: str | None, body_id: str | None) -> str:
     """The X-Request-Id header (even empty) wins over the body's request_id, else a random id."""
     if header is not None:
@@ -106,8 +141,16 @@ def base_request_id(header: str | None, body_id: str | None) -> str:
     return body_id if body_id is not None else random_uuid()
 
 
-def request_size(request: ChatCompletionRequest | CompletionRequest) -> int:
-    """A cheap estimate of the text to render, to decide inline vs thread pool."""
+def has_request_template(request: Any) -> bool:
+    """Whether a chat request (or chat /tokenize request) brings its own chat template."""
+    kwargs = getattr(request, "chat_template_kwargs", None)
+    return getattr(request, "chat_template", None) is not None or (
+        isinstance(kwargs, dict) and kwargs.get("chat_template") is not None)
+
+
+def request_size(request: Any) -> int:
+    """A cheap estimate of the text to render, to decide inline vs thread pool (a chat request, a
+    completion request, or /tokenize's chat form)."""
     if isinstance(request, CompletionRequest):
         prompt = request.prompt
         if isinstance(prompt, str):
@@ -118,6 +161,10 @@ def request_size(request: ChatCompletionRequest | CompletionRequest) -> int:
     # every message and tool call costs template work even when empty (a 5000-message chat of ""
     # renders for ~250 ms): count a fixed share for each
     size = 64 * len(request.messages)
+    if has_request_template(request):
+        size += REQUEST_TEMPLATE_SIZE
+    if size >= LARGE_REQUEST_SIZE:  # large work whatever the rest says: no O(messages) walk on the loop
+        return size
     for message in request.messages:
         calls = message.get("tool_calls")
         if isinstance(calls, list):
@@ -387,13 +434,89 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
     if source is None:
         raise VLLMValidationError("As of transformers v4.44, default chat template is no longer allowed, so you "
                                   "must provide a chat template if the tokenizer does not define one.")
-    template = load_template(source)
+    check_chat_size(model, messages, budget)
+    if requested_template is not None and source is requested_template:  # the client's own template
+        prompt = _render_request_template(model, options, source, messages, template_tools, template_kwargs)
+    else:
+        template = load_template(source)
+        prompt = render(template, _conversation(model, template, messages), tools=template_tools,
+                        kwargs=template_kwargs, special_tokens=model.tokenizer.special_tokens_map)
+    return budget.encode(model.tokenizer, prompt, with_offsets)
+
+
+def _conversation(model: ModelInfo, template: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     conversation = build_conversation(messages, template.content_format, model.name)
     if not template.knows_developer_role and any(m["role"] == "developer" for m in conversation):
         conversation = developer_to_system(conversation)
-    prompt = render(template, conversation, tools=template_tools, kwargs=template_kwargs,
-                    special_tokens=model.tokenizer.special_tokens_map)
-    return budget.encode(model.tokenizer, prompt, with_offsets)
+    return conversation
+
+
+UNBOUNDED_TEMPLATE_CHARS = 64 * 1024 * 1024  # a request template's budget without a max_model_len
+
+
+def _render_request_template(model: ModelInfo, options: RenderOptions, source: str, messages: list[dict[str, Any]],
+                             tools: Any, kwargs: dict[str, Any]) -> str:
+    """A request's own template (--trust-request-chat-template): compiled and rendered under a
+    budget (core.template_sandbox): no string longer than the longest prompt the model takes,
+    at most --request-template-timeout seconds. Over budget is a 400."""
+    seconds = options.request_template_timeout
+    max_chars = (model.max_model_len * max_chars_per_token(model.tokenizer) if model.max_model_len
+                 else UNBOUNDED_TEMPLATE_CHARS)
+    budget = TemplateBudget(seconds=seconds, max_chars=max_chars)
+    try:
+        with bounded(budget):
+            template = load_template(source, bounded=True)
+            return render(template, _conversation(model, template, messages), tools=tools, kwargs=kwargs,
+                          special_tokens=model.tokenizer.special_tokens_map, budget=budget)
+    except TemplateBudgetExceeded as exc:  # (at compile time; render() maps those of the render)
+        raise VLLMValidationError(str(exc)) from None
+    except TemplateTimeout:
+        raise VLLMValidationError(f"The chat template took longer than {seconds:g} seconds to render; a request's "
+                                  "chat template may take at most that (--request-template-timeout).") from None
+
+
+# see check_chat_size: how far past the context a chat must be to be refused before templating
+EARLY_REFUSAL_FACTOR = 2
+EARLY_REFUSAL_MIN_MESSAGES = 10_000
+EARLY_REFUSAL_MIN_CHARS = 4_000_000
+
+
+def check_chat_size(model: ModelInfo, messages: list[dict[str, Any]], budget: TokenBudget) -> None:
+    """Bound the render's work by the request's size before rendering (the template's cost grows
+    with the messages): a chat whose messages alone cannot fit the context is a 400 at once,
+    not after seconds of templating. Every message renders to at least one token in any chat
+    template (its role markers), and its text to at least one token per `max_chars_per_token`
+    characters; without truncation, more than max_model_len of either cannot fit. (A template
+    that drops whole messages could render such a chat shorter; vLLM would render it first.)
+
+    The bounds are twice those limits, and never below a size whose templating costs milliseconds:
+    a chat just past them renders and gets vLLM's own message (its prompt's length); only one far
+    past them is refused here, before any templating."""
+    limit = budget.max_model_len
+    if limit is None:
+        return
+    if len(messages) > max(EARLY_REFUSAL_FACTOR * limit, EARLY_REFUSAL_MIN_MESSAGES):
+        raise VLLMValidationError(
+            f"This model's maximum context length is {limit} tokens. However, your request has {len(messages)} "
+            "messages, and every message takes at least one token. Please reduce the number of messages.",
+            parameter="messages", value=len(messages))
+    if budget.truncate_prompt_tokens is not None:
+        return  # the rendered text is truncated, not refused
+    chars_limit = limit * max_chars_per_token(model.tokenizer)
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text") if isinstance(part, dict) else part
+                chars += len(text) if isinstance(text, str) else 0
+    if chars > max(EARLY_REFUSAL_FACTOR * chars_limit, EARLY_REFUSAL_MIN_CHARS):
+        raise VLLMValidationError(
+            f"This model's maximum context length is {limit} tokens. However, your messages contain {chars} "
+            f"characters (more than {chars_limit} characters, which is the upper bound for {limit} input "
+            "tokens). Please reduce the length of the messages.", parameter="messages", value=chars)
 
 
 def parser_context(model: ModelInfo, request: ChatCompletionRequest, chat_kwargs: dict[str, Any]) -> ParserContext:
@@ -444,6 +567,7 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     check_model(model, request.model)
     if request.use_beam_search:
         raise bad_request("Beam search is not supported by the render endpoint")
+    check_choices(options, 1, request.n)
     if model.renderer == "harmony":
         return _render_chat_harmony(model, options, request, request_id_header)
     _check_tool_choice(request, options)
@@ -602,6 +726,7 @@ def render_completion(model: ModelInfo, options: RenderOptions, request: Complet
         prompts = [fim_prompt(p, request.suffix) for p in prompts]
     if not prompts:
         raise VLLMValidationError("You must pass at least one prompt", parameter="prompt")
+    check_choices(options, len(prompts), request.n)
     encoded: list[tuple[list[int], list[list[int]] | None]] = []
     for prompt in prompts:
         if isinstance(prompt, str):

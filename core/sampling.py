@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core.errors import shown
 from core.protocol.common import MAX_N_SEQUENCES, VLLMValidationError
 
 OUTPUT_KIND_DELTA = 1
@@ -76,7 +77,7 @@ def _logit_bias(logit_bias: dict[str, float] | None) -> dict[str, float] | None:
         converted[token_id] = min(100.0, max(-100.0, bias))
     if invalid:
         raise VLLMValidationError("logit_bias contains key(s) that cannot be converted to integer token IDs: "
-                                  f"{invalid!r}", parameter="logit_bias", value=invalid)
+                                  f"{shown(invalid, quote=True)}", parameter="logit_bias", value=invalid)
     return {str(k): v for k, v in converted.items()}
 
 

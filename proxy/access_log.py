@@ -47,6 +47,31 @@ def request_id(request: web.Request) -> str:
     return rid
 
 
+def carryable(value: str) -> str:
+    """A header value as text every later step can carry: aiohttp decodes header bytes as UTF-8,
+    keeping bytes that are not (`\\xff\\xfe`) as lone surrogates, which JSON (the engine request, a
+    response body, a log line) cannot encode. Those values are read as Latin-1 instead, byte for
+    byte, as Starlette (vLLM) reads every header; valid UTF-8 is kept as is."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
+def _with_carryable_request_id(request: web.Request) -> web.Request:
+    """The request itself, or (rarely) a clone whose X-Request-Id handlers can use as they like."""
+    value = request.headers.get(REQUEST_ID_HEADER)
+    if value is None:
+        return request
+    fixed = carryable(value)
+    if fixed is value:
+        return request
+    headers = request.headers.copy()
+    headers[REQUEST_ID_HEADER] = fixed
+    return request.clone(headers=headers)
+
+
 def route_template(request: web.Request) -> str:
     """`/v1/chat/completions`, never the raw path: bounded label cardinality for metrics."""
     resource = request.match_info.route.resource
@@ -55,14 +80,16 @@ def route_template(request: web.Request) -> str:
 
 @web.middleware
 async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
-    start = request[ARRIVAL_KEY] = time.perf_counter()
-    rid = request_id(request)
+    inner = _with_carryable_request_id(request)  # what the handlers see
+    start = inner[ARRIVAL_KEY] = time.perf_counter()
+    # on both: aiohttp prepares a response a handler returns with the request it received itself
+    rid = request[REQUEST_ID] = request_id(inner)
     token = current_request_id.set(rid)
     metrics = request.app[METRICS]
     metrics.in_flight.inc()
     status = 500
     try:
-        response = await handler(request)
+        response = await handler(inner)
         status = response.status
         return response
     except web.HTTPException as exc:
@@ -83,7 +110,7 @@ async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
                 "request_id": rid, "method": request.method, "route": route, "path": request.path, "status": status,
                 "latency_ms": round(elapsed * 1000, 3), "remote": request.remote,
             }
-            tokens = request.get(TOKENS_KEY)
+            tokens = inner.get(TOKENS_KEY)
             if tokens is not None:
                 fields["prompt_tokens"], fields["completion_tokens"] = tokens
             access_log.log(level, "request", extra={"fields": fields})

@@ -62,7 +62,7 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    from proxy import access_log, auth, cors, lifecycle, metrics
+    from proxy import access_log, auth, cors, lifecycle, metrics, request_body
     from proxy.engine import pool as engine_pool
 
     app = web.Application(middlewares=[
@@ -70,8 +70,11 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
         *cors.middlewares(config),  # CORS preflights (with --allowed-origins)
         lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
         error_middleware,  # every failure below becomes an OpenAI error body
-        *auth.middlewares(config.api_key),  # 401 without the Bearer key (with --api-key)
-    ], client_max_size=config.max_request_bytes)
+        # 401 without the Bearer key (with --api-key; on /metrics with --metrics-api-key and the like)
+        *auth.middlewares(config.api_key, metrics_api_key=config.metrics_api_key,
+                          metrics_require_api_key=config.metrics_require_api_key),
+    ], client_max_size=config.max_request_bytes, handler_args=request_body.HANDLER_ARGS)
+    request_body.install(app, timeout=config.request_body_timeout)  # (HANDLER_ARGS: bodies decoded there)
     metrics.install(app)
     access_log.install(app, enabled=config.access_log)
     cors.install(app, config)

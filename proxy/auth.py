@@ -1,10 +1,17 @@
-"""`--api-key`: a Bearer token required on every route except `/health` and `/metrics`.
+"""`--api-key`: a Bearer token required on every route except `/health` and `/metrics`;
+`--metrics-api-key` / `--metrics-require-api-key`: a key for `/metrics`.
 
 Stricter than vLLM, which only guards paths under `/v1`: here `/tokenize`, `/version`, the render
 and derender routes are guarded too, because they expose the served model to whoever can reach the
-port. The key is compared as SHA-256 digests with `hmac.compare_digest`, so neither the key's bytes
+port. Keys are compared as SHA-256 digests with `hmac.compare_digest`, so neither a key's bytes
 nor its length leak through timing. The 401 is an OpenAI error body (the `openai` client raises
 `AuthenticationError` on it) with `WWW-Authenticate: Bearer`.
+
+`/metrics` is open by default, because Prometheus scrapers rarely carry the API's key; it names
+the engines (their URLs label the engine series) and shows the traffic. `--metrics-api-key KEY`
+makes it require that key (a scraper-only credential: `authorization: {credentials: KEY}` in a
+Prometheus scrape config), `--metrics-require-api-key` makes it accept the main `--api-key`
+(with both, either key works). `/health` always stays open for load balancers.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from typing import Any
 from aiohttp import web
 
 from core.errors import error_json
+from proxy.metrics import METRICS_PATH
 
-OPEN_PATHS = frozenset({"/health", "/metrics"})
+OPEN_PATHS = frozenset({"/health", METRICS_PATH})  # without --api-key's Bearer key (/metrics: see above)
 UNAUTHORIZED_MESSAGE = "Unauthorized: missing or invalid API key (send 'Authorization: Bearer <key>')."
 
 
@@ -40,20 +48,41 @@ def unauthorized() -> web.Response:
                         content_type="application/json", headers={"WWW-Authenticate": "Bearer"})
 
 
-def middlewares(api_key: str | None) -> list[Any]:
-    """The auth middleware when a key is configured, else nothing (no per-request cost)."""
-    if not api_key:
+def _key_check(keys: list[str]) -> Any:
+    """A constant-time check of a request's Bearer token against `keys` (every key is compared,
+    even without a token, so "no header", "wrong key" and which key matched take the same time)."""
+    digests = [_digest(key) for key in keys]
+
+    def check(request: web.Request) -> bool:
+        token = bearer_token(request.headers.get("Authorization"))
+        got = _digest(token or "")
+        ok = False
+        for digest in digests:
+            ok |= hmac.compare_digest(got, digest)
+        return ok and token is not None
+
+    return check
+
+
+def middlewares(api_key: str | None, *, metrics_api_key: str | None = None,
+                metrics_require_api_key: bool = False) -> list[Any]:
+    """The auth middleware when any key is configured, else nothing (no per-request cost)."""
+    if metrics_require_api_key and not api_key:
+        raise ValueError("--metrics-require-api-key needs --api-key")
+    metrics_keys = [k for k in (metrics_api_key, api_key if metrics_require_api_key else None) if k]
+    if not api_key and not metrics_keys:
         return []
-    expected = _digest(api_key)
+    api_ok = _key_check([api_key]) if api_key else None
+    metrics_ok = _key_check(metrics_keys) if metrics_keys else None
 
     @web.middleware
     async def require_api_key(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
-            return await handler(request)
-        token = bearer_token(request.headers.get("Authorization"))
-        # always compare, even without a token, so "no header" and "wrong key" take the same time
-        ok = hmac.compare_digest(_digest(token or ""), expected)
-        if not ok or token is None:
+        path = request.path
+        if path == METRICS_PATH:
+            check = metrics_ok
+        else:
+            check = None if path in OPEN_PATHS else api_ok
+        if check is not None and not check(request):
             return unauthorized()
         return await handler(request)
 

@@ -5,46 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proxy.config import ServerConfig, add_serve_flags, config_from_args
-
-
-def load_served_model(config: ServerConfig):  # -> ModelInfo
-    from proxy.embedded import EMBEDDED_NAME, embedded_model_dir
-    from proxy.model_loader import load_model
-
-    if config.model is None:
-        path, default_name = str(embedded_model_dir()), EMBEDDED_NAME
-    else:
-        path, default_name = config.model, config.model
-    model = load_model(path, tokenizer=config.tokenizer,
-                       served_model_names=config.served_model_name or [default_name],
-                       max_model_len=config.max_model_len, chat_template=config.chat_template,
-                       tokenizer_mode=getattr(config, "tokenizer_mode", "auto"))
-    apply_model_parser_defaults(config, model)
-    return model
-
-
-def apply_model_parser_defaults(config: ServerConfig, model) -> None:
-    """vLLM's per-model parser defaults and checks (gpt-oss: reasoning parser openai_gptoss)."""
-    from core.parsers.families.harmony import check_flags
-    from proxy.model_loader import ModelLoadError
-
-    harmony = model.renderer == "harmony"
-    if harmony and not config.reasoning_parser:
-        config.reasoning_parser = "openai_gptoss"  # vLLM's GptOssForCausalLM config default
-    try:
-        check_flags(harmony, config.reasoning_parser, config.tool_call_parser, config.enable_auto_tool_choice)
-    except ValueError as exc:
-        raise ModelLoadError(str(exc)) from None
+from proxy.config import add_serve_flags, config_from_args
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # JSON logs, uvloop when installed, --workers, graceful drain on SIGTERM, and handler
     # cancellation (a client that goes away cancels its handler, which aborts the engine request):
-    # all in proxy.lifecycle.serve
+    # all in proxy.serving.serve
     from core.parsers.registry import get_tool_parser
-    from proxy.lifecycle import serve
     from proxy.model_loader import ModelLoadError
+    from proxy.serving import serve
 
     config = config_from_args(args)
     try:

@@ -23,6 +23,7 @@ class ServerConfig:
     chat_template: str | None = None
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_request_chat_template: bool = False
+    request_template_timeout: float = 5.0  # seconds a request's own chat template may take to render
     max_model_len: int | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
@@ -30,10 +31,13 @@ class ServerConfig:
     exclude_tools_when_tool_choice_none: bool = False
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
     max_logprobs: int = 20
+    max_choices: int = 1024  # prompts x n per request at most; 0: only vLLM's own limits
     reasoning_field: str = "reasoning"  # reasoning | reasoning_content | both
     host: str = "127.0.0.1"
     port: int = 8000
     max_request_bytes: int = 32 * 1024 * 1024
+    request_body_timeout: float = 30.0  # seconds for a whole request body; 0: no limit
+    max_connections: int = 0  # client connections per process; 0: half the open-file limit
     stream_state_secret: str | None = None
     # the engine tier (/v1/chat/completions and /v1/completions)
     engine_url: list[str] = field(default_factory=list)
@@ -51,6 +55,8 @@ class ServerConfig:
     engine_cooldown: float = 10.0  # seconds an open engine gets no requests before a probe
     # security, hygiene, lifecycle
     api_key: str | None = None
+    metrics_api_key: str | None = None  # /metrics requires this key (else it is open)
+    metrics_require_api_key: bool = False  # /metrics requires --api-key
     allowed_origins: list[str] = field(default_factory=list)
     allow_credentials: bool = False
     allowed_methods: list[str] = field(default_factory=lambda: ["*"])
@@ -105,6 +111,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-template", default=None, help="file path or inline Jinja template")
     parser.add_argument("--default-chat-template-kwargs", type=_json_object, default={})
     parser.add_argument("--trust-request-chat-template", action="store_true")
+    parser.add_argument("--request-template-timeout", type=_non_negative(float), default=5.0,
+                        help="seconds a request's own chat template (--trust-request-chat-template) may take to "
+                             "compile and render, then a 400 (0: no limit; its sizes stay bounded)")
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--tool-call-parser", default=None)
     parser.add_argument("--reasoning-parser", default=None)
@@ -114,6 +123,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         help='JSON map applied to reasoning_effort before the template sees it, '
                              'e.g. \'{"minimal": "low"}\'')
     parser.add_argument("--max-logprobs", type=int, default=20)
+    parser.add_argument("--max-choices", type=_non_negative(int), default=1024,
+                        help="choices one request may ask for, prompts x n (default 1024, the most sequences one "
+                             "vLLM engine runs at once by default); 0: only vLLM's own limits")
     parser.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content", "both"],
                         default="reasoning",
                         help="name of the reasoning field in chat responses (both: emit the two)")
@@ -124,6 +136,11 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024)
+    parser.add_argument("--request-body-timeout", type=_non_negative(float), default=30.0,
+                        help="seconds a client has to send a whole request body, then a 408 (0: no limit)")
+    parser.add_argument("--max-connections", type=_non_negative(int), default=0,
+                        help="client connections one process holds at most; one more gets a 503 and is closed "
+                             "(0: half of the open-file limit, ulimit -n)")
     parser.add_argument("--stream-state-secret", default=os.environ.get("DERENDER_STREAM_STATE_SECRET"),
                         help="HMAC key that signs stream_state (env DERENDER_STREAM_STATE_SECRET)")
     parser.add_argument("--engine-url", action="append", default=[],
@@ -149,6 +166,11 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                         help="seconds an engine is left alone after failing, before one probe request")
     parser.add_argument("--api-key", default=os.environ.get("DERENDER_API_KEY") or os.environ.get("VLLM_API_KEY"),
                         help="required Bearer token (env DERENDER_API_KEY or VLLM_API_KEY)")
+    parser.add_argument("--metrics-api-key", default=os.environ.get("DERENDER_METRICS_API_KEY"),
+                        help="Bearer token /metrics requires (env DERENDER_METRICS_API_KEY; default: /metrics is "
+                             "open, for scrapers; it lists engine URLs and traffic)")
+    parser.add_argument("--metrics-require-api-key", action="store_true",
+                        help="/metrics requires the --api-key too (with --metrics-api-key: either key)")
     parser.add_argument("--allowed-origins", nargs="*", default=[],
                         help="CORS origins ('*' for any; default: no CORS headers)")
     parser.add_argument("--allow-credentials", action="store_true", help="CORS: allow credentials")

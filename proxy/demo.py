@@ -147,8 +147,8 @@ async def run_demo(keep_running: bool = False, host: str = "127.0.0.1", port: in
                    engine_port: int = 0, token_delay_ms: float = DEMO_TOKEN_DELAY_MS,
                    out: TextIO = sys.stdout) -> int:
     from proxy.app import create_app
-    from proxy.cli import load_served_model
     from proxy.config import ServerConfig
+    from proxy.model_loader import load_served_model
     from core.reference_engine import DEFAULT_REPLIES, ReplyBook
     from proxy.reference_engine import create_reference_app
 
@@ -209,7 +209,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import logging
     import os
 
-    from proxy.lifecycle import new_event_loop
+    from proxy.serving import new_event_loop
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
 

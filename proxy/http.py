@@ -13,7 +13,8 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from core.errors import RequestError, error_json, validation_error
+from core.errors import NESTED_TOO_DEEPLY, RequestError, error_json, validation_error
+from proxy.request_body import BodyTimeout, read_body
 
 log = logging.getLogger("derender_proxy")
 
@@ -36,7 +37,7 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, with vLLM's content-type and shape checks."""
     if request.content_type != JSON_CONTENT_TYPE:
         raise RequestError(UNSUPPORTED_MEDIA, 400, "Bad Request")
-    raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
+    raw = await read_body(request)  # in bounded time and size, Content-Encoding undone
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -76,11 +77,6 @@ def validate(model: type[BaseModel], data: Any, *, from_attributes: bool = False
         raise validation_error(exc.errors(include_url=False)) from None
 
 
-def request_id_header(request: web.Request) -> str | None:
-    value = request.headers.get("X-Request-Id")
-    return value or None
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     return await answer_errors(request, handler, error_response)
@@ -91,6 +87,8 @@ async def answer_errors(request: web.Request, handler: Any, respond: Callable[[R
     """Run `handler`; whatever it raises is answered by `respond` (the API's error shape)."""
     try:
         return await handler(request)
+    except BodyTimeout as exc:
+        return await _answer_and_close(request, respond(exc))
     except Exception as exc:
         error = as_request_error(exc, request)
         if error is None:
@@ -120,9 +118,23 @@ def as_request_error(exc: Exception, request: web.Request) -> RequestError | Non
         return RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError")
     if isinstance(exc, NotImplementedError):
         return RequestError(str(exc) or "Not implemented", 501, "NotImplementedError")
+    if isinstance(exc, RecursionError):  # a value nested deeper than some code walking it expected
+        log.warning("400 from RecursionError on %s", request.path)
+        return RequestError(NESTED_TOO_DEEPLY, 400, "BadRequestError")
     # the last line of defence: a JSON 500, the traceback only in our log
     log.exception("internal error on %s %s", request.method, request.path)
     return RequestError("Internal server error", 500, "InternalServerError")
+
+
+async def _answer_and_close(request: web.Request, response: web.Response) -> web.Response:
+    """Send `response`, then close the connection without reading the rest of the request body
+    (aiohttp would otherwise linger up to 10 s reading it, for a client that sends it byte by byte)."""
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()  # the response is out (a transport sends what it holds, then closes)
+    return response
 
 
 def _status_type(status: int) -> str:

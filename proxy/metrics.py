@@ -18,6 +18,7 @@ The API, for the route and engine code (all calls are cheap: label children are 
     m.engine_retry(engine_url)              # a request moved away from this engine
     m.abort(cause)                          # cause: "client_disconnect", "stop_string", "timeout",
                                             #        "shutdown", ...
+    m.connection_refused()                  # a connection past --max-connections (proxy/serving.py)
 
 and for the engine pool (`proxy/engine/pool.py`):
 
@@ -132,6 +133,10 @@ class ProxyMetrics:
             "open), queue_timeout, queue_full.", ["reason"], registry=r)
         self.aborts = Counter(
             PREFIX + "aborts", "Engine requests aborted, by cause.", ["cause"], registry=r)
+        self.connections_refused = Counter(
+            PREFIX + "connections_refused",
+            "Client connections answered 503 and closed because the process held --max-connections.",
+            registry=r)
         self.loop_lag = Histogram(
             PREFIX + "event_loop_lag_seconds",
             f"Scheduling delay of a probe that sleeps {LOOP_LAG_INTERVAL}s on the event loop.",
@@ -208,6 +213,10 @@ class ProxyMetrics:
     def abort(self, cause: str) -> None:
         """An engine request was aborted: client_disconnect, stop_string, timeout, shutdown, ..."""
         self.aborts.labels(cause).inc()
+
+    def connection_refused(self) -> None:
+        """A client connection past --max-connections got its 503 and was closed (`proxy/serving.py`)."""
+        self.connections_refused.inc()
 
     # --- used by the request middleware --------------------------------------------------------
 

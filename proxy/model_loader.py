@@ -95,3 +95,34 @@ def load_model(model: str, *, tokenizer: str | None = None, served_model_names: 
         )
     except ValueError as exc:  # a renderer mode we do not support: one line at start-up
         raise ModelLoadError(str(exc)) from None
+
+
+def load_served_model(config: Any) -> ModelInfo:
+    """The model `derender-proxy serve` (or the reference engine) serves, from its config's model
+    flags (`proxy.config.ServerConfig`); without a model, the embedded Qwen3. The model's own
+    parser defaults are applied to the config (gpt-oss: `--reasoning-parser openai_gptoss`)."""
+    from proxy.embedded import EMBEDDED_NAME, embedded_model_dir
+
+    if config.model is None:
+        path, default_name = str(embedded_model_dir()), EMBEDDED_NAME
+    else:
+        path, default_name = config.model, config.model
+    model = load_model(path, tokenizer=config.tokenizer,
+                       served_model_names=config.served_model_name or [default_name],
+                       max_model_len=config.max_model_len, chat_template=config.chat_template,
+                       tokenizer_mode=getattr(config, "tokenizer_mode", "auto"))
+    apply_model_parser_defaults(config, model)
+    return model
+
+
+def apply_model_parser_defaults(config: Any, model: ModelInfo) -> None:
+    """vLLM's per-model parser defaults and checks (gpt-oss: reasoning parser openai_gptoss)."""
+    from core.parsers.families.harmony import check_flags
+
+    harmony = model.renderer == "harmony"
+    if harmony and not config.reasoning_parser:
+        config.reasoning_parser = "openai_gptoss"  # vLLM's GptOssForCausalLM config default
+    try:
+        check_flags(harmony, config.reasoning_parser, config.tool_call_parser, config.enable_auto_tool_choice)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None

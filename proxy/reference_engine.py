@@ -252,8 +252,8 @@ def cmd_reference_engine(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no PyTorch banner: we only need tokenizers
-    from proxy.cli import load_served_model
     from proxy.config import ServerConfig
+    from proxy.model_loader import load_served_model
 
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s")
     model = load_served_model(ServerConfig(model=args.model, tokenizer=args.tokenizer,
@@ -265,7 +265,7 @@ def cmd_reference_engine(args: argparse.Namespace) -> int:
     app = create_reference_app(model, replies=replies, token_delay_ms=args.token_delay_ms, api_key=args.api_key,
                                faults=Faults(args.fail_status, args.drop_after, args.stall_after))
     print(f"reference engine for {model.name} on http://{args.host}:{args.port}", flush=True)
-    from proxy.lifecycle import new_event_loop  # uvloop when installed, like `serve`
+    from proxy.serving import new_event_loop  # uvloop when installed, like `serve`
 
     loop = new_event_loop()
     asyncio.set_event_loop(loop)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
+from core.errors import shown
 from core.protocol.common import (
     INT64_MAX,
     INT64_MIN,
@@ -245,21 +246,21 @@ def _check_tool_usage(data: dict[str, Any]) -> None:
     if data.get("tools") is None:
         raise VLLMValidationError("When using `tool_choice`, `tools` must be set.", parameter="tool_choice")
     if tool_choice not in ("auto", "required") and not isinstance(tool_choice, dict):
-        raise VLLMValidationError(f"Invalid value for `tool_choice`: {tool_choice}! "
+        raise VLLMValidationError(f"Invalid value for `tool_choice`: {shown(tool_choice)}! "
                                   'Only named tools, "none", "auto" or "required" are supported.',
                                   parameter="tool_choice")
     if isinstance(tool_choice, dict):
         usage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`'
         function = tool_choice.get("function")
         if not isinstance(function, dict):
-            raise VLLMValidationError(f"Invalid value for `function`: `{function}` in `tool_choice`! {usage}",
+            raise VLLMValidationError(f"Invalid value for `function`: `{shown(function)}` in `tool_choice`! {usage}",
                                       parameter="tool_choice.function")
         if "name" not in function:
             raise VLLMValidationError(f"Expected field `name` in `function` in `tool_choice`! {usage}",
                                       parameter="tool_choice.function.name")
         name = function["name"]
         if not isinstance(name, str) or not name:
-            raise VLLMValidationError(f"Invalid `name` in `function`: `{name}` in `tool_choice`! {usage}",
+            raise VLLMValidationError(f"Invalid `name` in `function`: `{shown(name)}` in `tool_choice`! {usage}",
                                       parameter="tool_choice.function.name")
         tools = data["tools"]
         for tool in tools if isinstance(tools, list) else ():

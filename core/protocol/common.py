@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from core.errors import RequestError
+from core.errors import RequestError, shown
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -50,7 +50,7 @@ class VLLMValidationError(RequestError):
         if parameter is not None:
             extras.append(f"parameter={parameter}")
         if value is not None:
-            extras.append(f"value={value}")
+            extras.append(f"value={shown(value)}")  # a client's value: cut, never recursed into
         text = f"{message} ({', '.join(extras)})" if extras else message
         super().__init__(text, 400, "BadRequestError", parameter)
 

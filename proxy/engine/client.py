@@ -22,15 +22,18 @@ from typing import Any
 import orjson
 
 from proxy.engine.circuit import OPEN, Circuit
-from proxy.engine.connections import (ClientError, ConnectFailed, Disconnected, HTTPClient, Origin,
-                                      Response)
-from proxy.engine.sse import DONE, SSEDecoder, SSEError
+from proxy.engine.connections import (BodyTooLarge, ClientError, ConnectFailed, Disconnected, HTTPClient,
+                                      Origin, Response)
+from proxy.engine.sse import DONE, EventTooLarge, SSEDecoder, SSEError
 
 log = logging.getLogger("derender_proxy.engine")
 
 ENGINE_ID_PREFIX = "generate-tokens-"
 ABORT_TIMEOUT = 5.0
 STREAM_CUT_MESSAGE = "The inference engine closed the stream before it finished."
+# error bodies and the answers to abort and health requests: a few hundred bytes, never read past this
+MAX_CONTROL_BODY_BYTES = 1024 * 1024
+MAX_RETRY_AFTER = 3600  # seconds: an engine's Retry-After passed on, at most this
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,32 @@ def unreachable(url: str, exc: BaseException) -> EngineError:
                        "ServiceUnavailableError", kind="connect", retryable=True)
 
 
-def engine_status_error(status: int, body: bytes, location: str | None = None) -> EngineError:
-    """An engine's error answer, passed on: its message and, for 4xx, its status and type."""
+def retry_after_seconds(value: str | None, now: float | None = None) -> int | None:
+    """A Retry-After header (seconds, or an HTTP date) as whole seconds from now, at most an hour;
+    None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = int(value[:6])
+    else:
+        import email.utils
+        import time
+
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = int(when.timestamp() - (time.time() if now is None else now) + 0.999)
+    return min(max(seconds, 0), MAX_RETRY_AFTER)
+
+
+def engine_status_error(status: int, body: bytes, location: str | None = None,
+                        retry_after: str | None = None) -> EngineError:
+    """An engine's error answer, passed on: its message and, for 4xx, its status and type (a 429
+    keeps its Retry-After, in seconds)."""
     if status < 400:  # a redirect (or any other non-error) where an answer was due: a wrong --engine-url
         where = f" to {location}" if location else ""
         return EngineError(f"The inference engine answered HTTP {status}{where} instead of generating; "
@@ -80,6 +107,9 @@ def engine_status_error(status: int, body: bytes, location: str | None = None) -
         pass
     if message is None:
         message = body[:500].decode("utf-8", "replace") or f"engine answered HTTP {status}"
+    if status == 429:  # the engine is saturated: the client may retry (the type the openai client expects)
+        return EngineError(str(message), 429, "RateLimitError", kind="status",
+                           retry_after=retry_after_seconds(retry_after))
     if status < 500:
         return EngineError(str(message), status, str(etype or "BadRequestError"), kind="status")
     if status == 503:
@@ -94,6 +124,14 @@ INVALID_RESPONSE_MESSAGE = "The inference engine sent an invalid response."
 def invalid_response(started: bool = False) -> EngineError:
     """Engine output that is not what the tokens-only protocol says (not JSON, not an object, bad fields)."""
     return EngineError(INVALID_RESPONSE_MESSAGE, 502, "BadGatewayError", kind="stream", started=started)
+
+
+def oversized_output(url: str, limit: int, started: bool = False) -> EngineError:
+    """An engine answer or event larger than the request can produce: not read any further (the
+    engine request is aborted); the URL goes to our log, not to the client."""
+    log.warning("engine %s sent more than %d bytes in one answer or event: stream cut", url, limit)
+    return EngineError(f"The inference engine sent more output than the request allows (over {limit} bytes in "
+                       "one answer or event).", 502, "BadGatewayError", kind="stream", started=started)
 
 
 def stream_error_event(payload: dict[str, Any]) -> EngineError:
@@ -163,13 +201,14 @@ class Engine:
             raise EngineError(f"The inference engine connection broke: {exc}", 502, "BadGatewayError",
                               kind="stream", retryable=True) from None
 
-    async def generate(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Non-streaming generate: the GenerateTokensResponse as a dict."""
+    async def generate(self, request: dict[str, Any], *, max_answer_bytes: int | None = None) -> dict[str, Any]:
+        """Non-streaming generate: the GenerateTokensResponse as a dict. A body longer than
+        `max_answer_bytes` (what the request can produce) is not read further: a 502."""
         body = orjson.dumps(request)
         request_id = request.get("request_id")
         try:
             resp = await self._post("/inference/v1/generate", body, request_id, self.timeouts.first_token)
-            data = await self._read_full(resp)
+            data = await self._read_full(resp, max_answer_bytes)
         except asyncio.CancelledError:
             # the client went away: the dropped connection cancels the engine's handler, and the
             # explicit abort covers engines (or proxies in between) that do not notice
@@ -177,7 +216,7 @@ class Engine:
                 self.abort_in_background([ENGINE_ID_PREFIX + request_id])
             raise
         if resp.status != 200:
-            raise engine_status_error(resp.status, data, resp.headers.get("location"))
+            raise engine_status_error(resp.status, data, resp.headers.get("location"), resp.headers.get("retry-after"))
         try:
             answer = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -186,9 +225,11 @@ class Engine:
             raise invalid_response()
         return answer
 
-    async def _read_full(self, resp: Response) -> bytes:
+    async def _read_full(self, resp: Response, max_bytes: int | None = None) -> bytes:
         try:
-            return await resp.read(self.timeouts.first_token)
+            return await resp.read(self.timeouts.first_token, max_bytes=max_bytes)
+        except BodyTooLarge as exc:
+            raise oversized_output(self.url, exc.limit) from None
         except TimeoutError:
             raise EngineError("The inference engine did not answer in time.", 504, "GatewayTimeout",
                               kind="timeout", retryable=True) from None
@@ -198,19 +239,22 @@ class Engine:
         finally:
             resp.release()  # closes the connection unless the body was read to its end
 
-    async def open_stream(self, request: dict[str, Any]) -> EngineStream:
-        """Start a streaming generate; returns once the engine accepted it (status 200)."""
+    async def open_stream(self, request: dict[str, Any], *, max_event_bytes: int | None = None) -> EngineStream:
+        """Start a streaming generate; returns once the engine accepted it (status 200).
+
+        `max_event_bytes` bounds one SSE event (see `proxy.engine.sse.event_bytes_bound`): an engine
+        event that grows past it ends the stream with a 502 as soon as it does, unread and unparsed."""
         body = orjson.dumps(request)
         resp = await self._post("/inference/v1/generate", body, request.get("request_id"), self.timeouts.first_token)
         if resp.status != 200:
             try:
-                data = await resp.read(self.timeouts.connect + 5)
+                data = await resp.read(self.timeouts.connect + 5, max_bytes=MAX_CONTROL_BODY_BYTES)
             except (TimeoutError, ClientError):
                 data = b""
             finally:
                 resp.release()
-            raise engine_status_error(resp.status, data, resp.headers.get("location"))
-        return EngineStream(self, resp, request.get("request_id"))
+            raise engine_status_error(resp.status, data, resp.headers.get("location"), resp.headers.get("retry-after"))
+        return EngineStream(self, resp, request.get("request_id"), max_event_bytes)
 
     def abort_in_background(self, engine_request_ids: list[str]) -> None:
         task = asyncio.get_running_loop().create_task(self.abort(engine_request_ids))
@@ -222,7 +266,7 @@ class Engine:
         closed just as we reused it is not the engine's failure: sent once more on a new one."""
         async def once() -> int:
             resp = await self.http.request(self.origin, method, path, body=body, headers=self.headers)
-            await resp.read()
+            await resp.read(max_bytes=MAX_CONTROL_BODY_BYTES)
             return resp.status
 
         try:
@@ -238,6 +282,9 @@ class Engine:
                 return status == 200
         except (ClientError, TimeoutError, OSError) as exc:
             log.warning("abort of %s on %s failed: %s", engine_request_ids, self.url, exc or type(exc).__name__)
+            return False
+        except Exception:  # it runs as a background task: nothing may escape it unretrieved
+            log.exception("abort of %r on %s failed", engine_request_ids, self.url)
             return False
 
     async def check_health(self) -> bool:
@@ -256,10 +303,11 @@ class EngineStream:
     engine error event raises `EngineError` (the stream is then closed and the request aborted).
     """
 
-    def __init__(self, engine: Engine, resp: Response, request_id: str | None) -> None:
+    def __init__(self, engine: Engine, resp: Response, request_id: str | None,
+                 max_event_bytes: int | None = None) -> None:
         self.engine = engine
         self._resp = resp
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_bytes)
         self._pending: deque[bytes] = deque()
         self.started = False  # an event with tokens (or any event) arrived
         self.finished = False  # [DONE] seen (and the connection reusable)
@@ -298,6 +346,8 @@ class EngineStream:
                                              started=self.started, retryable=True))
             try:
                 self._pending.extend(self._decoder.feed(data))
+            except EventTooLarge as exc:
+                raise self._fail(oversized_output(self.engine.url, exc.limit, self.started)) from None
             except SSEError as exc:
                 raise self._fail(EngineError(f"The inference engine sent an invalid stream ({exc}).", 502,
                                              "BadGatewayError", kind="stream", started=self.started)) from None

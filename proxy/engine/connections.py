@@ -47,6 +47,14 @@ class ConnectionBroken(ClientError):
     """The connection ended in the middle of an answer."""
 
 
+class BodyTooLarge(ClientError):
+    """A body longer than the reader allowed (`Response.read(max_bytes=)`); the connection is dropped."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"body longer than {limit} bytes")
+        self.limit = limit
+
+
 class BadResponse(ClientError):
     """The server's bytes are not an HTTP/1.1 response."""
 
@@ -210,11 +218,16 @@ class Response:
     def at_eof(self) -> bool:
         return self._parser.complete and not self._parser.has_body
 
-    async def read(self, timeout: float | None = None) -> bytes:
-        """The rest of the body (each wait for more bounded by `timeout`), then `release()`."""
+    async def read(self, timeout: float | None = None, max_bytes: int | None = None) -> bytes:
+        """The rest of the body (each wait for more bounded by `timeout`), then `release()`; more
+        than `max_bytes` raises BodyTooLarge as soon as they arrived (and drops the connection)."""
         parts = []
+        size = 0
         try:
             while data := await self.readany(timeout):
+                size += len(data)
+                if max_bytes is not None and size > max_bytes:
+                    raise BodyTooLarge(max_bytes)
                 parts.append(data)
         finally:
             self.release()  # on a timeout or a cancellation too: the connection is then closed

@@ -31,7 +31,7 @@ async def _read_body(request: web.Request) -> Any:
     try:
         return await read_json_object(request)
     except RequestError as exc:
-        if request.content_type != "application/json":
+        if request.content_type != "application/json" or exc.status != 400:  # (408, 413, 415: no body to re-read)
             raise
         try:
             data = orjson.loads(await request.read())  # aiohttp caches the body

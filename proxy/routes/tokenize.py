@@ -15,7 +15,8 @@ from pydantic import BaseModel, ValidationError
 from core.errors import bad_request, validation_error
 from core.model import ModelInfo
 from core.protocol.tokenize import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
-from core.render import UNTRUSTED_TEMPLATE, RenderOptions, TokenBudget, check_model, merge_kwargs, render_chat_ids
+from core.render import (UNTRUSTED_TEMPLATE, RenderOptions, TokenBudget, check_model, merge_kwargs, render_chat_ids,
+                         request_size)
 from proxy.app import STATE
 from proxy.http import json_response, read_json_object, validate
 
@@ -58,8 +59,7 @@ def tokenize(model: ModelInfo, options: RenderOptions, request: Any) -> dict[str
 async def tokenize_handler(request: web.Request) -> web.Response:
     state = request.app[STATE]
     parsed = _parse_tokenize(await read_json_object(request))
-    size = len(parsed.prompt) if isinstance(parsed, TokenizeCompletionRequest) else sum(
-        len(m.get("content")) if isinstance(m.get("content"), str) else 64 for m in parsed.messages)
+    size = len(parsed.prompt) if isinstance(parsed, TokenizeCompletionRequest) else request_size(parsed)
     result = await state.run_cpu(size, tokenize, state.model, state.render, parsed)
     return json_response(result)
 

@@ -17,7 +17,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from proxy.store import PURGE_BATCH, ResponseStore, StoreUnavailable
+from proxy.store.base import PURGE_BATCH, ResponseStore, StoreUnavailable
 
 PREFIX = "derender:responses"
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
-from proxy.store import PURGE_BATCH, ResponseStore, StoreUnavailable
+from proxy.store.base import PURGE_BATCH, ResponseStore, StoreUnavailable
 
 T = TypeVar("T")
 

@@ -134,3 +134,44 @@ async def test_max_request_bytes_is_a_413_error_body_and_auth_comes_first(aiohtt
     assert error["code"] == 413 and "1024" in error["message"]
     text = await (await client.get("/metrics")).text()
     assert 'derender_proxy_requests_total{method="POST",route="/v1/chat/completions",status="413"} 1.0' in text
+
+
+# -- /metrics: open by default; --metrics-api-key, --metrics-require-api-key ------------------------
+
+METRICS_KEY = "scrape-only-key"
+
+
+async def _status(client, path: str, key: str | None) -> int:
+    headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    resp = await client.get(path, headers=headers)
+    if resp.status == 401:
+        assert_401(resp.status, await resp.json())
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+    return resp.status
+
+
+@pytest.mark.parametrize("config,expected", [
+    # (flags) -> {presented key: /metrics status}
+    ({}, {None: 200, "wrong": 200, KEY: 200, METRICS_KEY: 200}),
+    ({"api_key": KEY}, {None: 200, "wrong": 200, KEY: 200, METRICS_KEY: 200}),
+    ({"metrics_api_key": METRICS_KEY}, {None: 401, "wrong": 401, KEY: 401, METRICS_KEY: 200}),
+    ({"api_key": KEY, "metrics_api_key": METRICS_KEY}, {None: 401, "wrong": 401, KEY: 401, METRICS_KEY: 200}),
+    ({"api_key": KEY, "metrics_require_api_key": True}, {None: 401, "wrong": 401, KEY: 200, METRICS_KEY: 401}),
+    ({"api_key": KEY, "metrics_api_key": METRICS_KEY, "metrics_require_api_key": True},
+     {None: 401, "wrong": 401, KEY: 200, METRICS_KEY: 200}),
+], ids=["open", "api-key-only", "metrics-key", "both-keys", "require-api-key", "either-key"])
+async def test_metrics_key_flags(aiohttp_client, qwen3, config, expected):
+    client = await aiohttp_client(create_app(ServerConfig(**config), qwen3))
+    for key, status in expected.items():
+        assert await _status(client, "/metrics", key) == status, key
+        assert await _status(client, "/health", key) == 200  # load balancers never need a key
+    # the metrics key is for /metrics only: it never opens the API
+    api = await _status(client, "/v1/models", METRICS_KEY)
+    assert api == (401 if config.get("api_key") else 200)
+    if config.get("api_key"):
+        assert await _status(client, "/v1/models", KEY) == 200
+
+
+def test_metrics_require_api_key_without_an_api_key_is_a_start_up_error(qwen3):
+    with pytest.raises(ValueError, match="--metrics-require-api-key needs --api-key"):
+        create_app(ServerConfig(metrics_require_api_key=True), qwen3)

@@ -20,7 +20,7 @@ from tests.oracle_fixtures import load_fixture
 SERVERS = {
     "gptoss-parsers": {"tool_call_parser": "openai", "reasoning_parser": "openai_gptoss",
                        "enable_auto_tool_choice": True},
-    # no parser flags: vLLM (and `derender-proxy serve`, proxy.cli.apply_model_parser_defaults) default
+    # no parser flags: vLLM (and `derender-proxy serve`, proxy.model_loader.apply_model_parser_defaults) default
     # a gpt_oss model's reasoning parser to openai_gptoss
     "gptoss-plain": {"reasoning_parser": "openai_gptoss"},
 }
@@ -66,7 +66,7 @@ async def test_the_date_comes_from_vllm_system_start_date(aiohttp_client, monkey
 
 
 def test_serve_defaults_the_reasoning_parser_and_checks_the_flags():
-    from proxy.cli import apply_model_parser_defaults
+    from proxy.model_loader import apply_model_parser_defaults
     from proxy.model_loader import ModelLoadError
 
     config = ServerConfig()

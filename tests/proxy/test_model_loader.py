@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from proxy.app import create_app
-from proxy.cli import build_parser, load_served_model
+from proxy.cli import build_parser
 from proxy.config import config_from_args
-from proxy.model_loader import ModelLoadError, load_model
+from proxy.model_loader import ModelLoadError, load_model, load_served_model
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
