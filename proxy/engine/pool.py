@@ -352,8 +352,8 @@ class EnginePool:
         return await self._acquire(prompt_ids, exclude, group, retry=True)
 
     async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
-                          group: Hashable | None = None, prefer: Engine | None = None
-                          ) -> tuple[EngineStream, dict[str, Any] | None]:
+                          group: Hashable | None = None, prefer: Engine | None = None,
+                          max_event_bytes: int | None = None) -> tuple[EngineStream, dict[str, Any] | None]:
         """Start a stream and read its first event, retrying once elsewhere on an early failure.
 
         Returns the stream and its first event (None for a stream that ended at once). The slot
@@ -366,7 +366,8 @@ class EnginePool:
         more prompts than there are slots would never start.
 
         `prefer`: the engine to use if it can take the request now or first frees a slot (a
-        retry goes elsewhere as usual)."""
+        retry goes elsewhere as usual). `max_event_bytes`: the most one event of this request may
+        hold (`proxy.engine.sse.event_bytes_bound`)."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
@@ -374,7 +375,7 @@ class EnginePool:
             engine = slot.engine
             tried.append(engine)
             try:
-                stream = await engine.open_stream(request)
+                stream = await engine.open_stream(request, max_event_bytes=max_event_bytes)
             except EngineError as exc:
                 self._release(slot, error=exc)
                 self._note_failure(engine, exc)
@@ -406,7 +407,8 @@ class EnginePool:
         raise last
 
     async def generate(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
-                       group: Hashable | None = None) -> tuple[Engine, dict[str, Any]]:
+                       group: Hashable | None = None, max_answer_bytes: int | None = None
+                       ) -> tuple[Engine, dict[str, Any]]:
         """Non-streaming generate with the same single retry; returns the engine that answered."""
         tried: list[Engine] = []
         last: EngineError | None = None
@@ -415,7 +417,7 @@ class EnginePool:
             engine = slot.engine
             tried.append(engine)
             try:
-                answer = await engine.generate(request)
+                answer = await engine.generate(request, max_answer_bytes=max_answer_bytes)
             except EngineError as exc:
                 self._release(slot, error=exc)
                 self._note_failure(engine, exc)

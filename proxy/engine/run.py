@@ -26,11 +26,30 @@ from core.derender.session import GENERATION_FAILED, EngineOutputError
 from core.errors import RequestError
 from proxy.engine.client import INVALID_RESPONSE_MESSAGE, Engine, EngineError, EngineStream
 from proxy.engine.pool import EnginePool
+from proxy.engine.sse import event_bytes_bound
 from proxy.metrics import ARRIVAL_KEY, METRICS
 
 log = logging.getLogger("derender_proxy.engine")
 
 BATCH_LIMIT = 32  # engine events derendered per write; then other requests get the loop
+
+
+# logprobs: -1 asks for every candidate the engine keeps (vLLM caps them at --max-logprobs)
+_ALL_LOGPROBS = 1000
+
+
+def output_bound(body: dict[str, Any], with_prompt: bool = False) -> int:
+    """The most bytes an engine event (or, `with_prompt`, a whole answer with its prompt logprobs)
+    of this engine request can hold; more is an engine gone wrong, refused as it arrives."""
+    params = body["sampling_params"]
+    logprobs = params.get("logprobs") or 0
+    bound = event_bytes_bound(int(params.get("max_tokens") or 1), int(params.get("n") or 1),
+                              _ALL_LOGPROBS if logprobs < 0 else logprobs)
+    prompt_logprobs = params.get("prompt_logprobs")
+    if with_prompt and prompt_logprobs is not None:
+        bound += event_bytes_bound(len(body["token_ids"]), 1,
+                                   _ALL_LOGPROBS if prompt_logprobs < 0 else max(prompt_logprobs, 1))
+    return bound
 
 
 def client_error(exc: EngineError) -> RequestError:
@@ -82,7 +101,8 @@ class EngineRun:
         try:
             # one group: the engine requests of one client request (several prompts) are admitted
             # together, so a request never holds slots while it queues for its own other prompts
-            stream, first = await self.pool.open_stream(body, prompt_ids, group=self, prefer=prefer)
+            stream, first = await self.pool.open_stream(body, prompt_ids, group=self, prefer=prefer,
+                                                        max_event_bytes=output_bound(body))
         except EngineError as exc:
             raise client_error(exc) from None
         self.streams.append(stream)
@@ -95,7 +115,8 @@ class EngineRun:
         """One non-streamed engine answer and the engine that gave it (failures: the client's error)."""
         self.calling_engine()
         try:
-            engine, answer = await self.pool.generate(body, prompt_ids)
+            engine, answer = await self.pool.generate(body, prompt_ids,
+                                                      max_answer_bytes=output_bound(body, with_prompt=True))
         except EngineError as exc:
             raise client_error(exc) from None
         return answer, engine

@@ -22,6 +22,9 @@ BAD = {
     # ids a tokens-only engine may not send: used to be dropped silently
     "id_past_the_vocabulary": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"stop","token_ids":[1000000000]}]}',
     "negative_id": b'{"request_id":"r","choices":[{"index":0,"finish_reason":"stop","token_ids":[-1]}]}',
+    # one event far larger than the request allows (max_tokens 5): refused as it arrives
+    "huge_event": b'{"request_id":"r","choices":[{"index":0,"finish_reason":null,"token_ids":['
+                  + b"9707," * 800_000 + b'9707]}]}',
     # a choice the request did not ask for: used to be ignored silently
     "index_out_of_range": b'{"request_id":"r","choices":[{"index":3,"finish_reason":"stop","token_ids":[9707]}]}',
     # only read when logprobs are asked for: the derender itself fails on it (not the shape check)
@@ -77,6 +80,8 @@ def test_protocol_breaking_engine(hostile, name, path, body):
     assert status == 502, text
     error = json.loads(text)["error"]
     assert error["code"] == 502 and error["type"] == "BadGatewayError"
+    if name == "huge_event":
+        assert "more output than the request allows" in error["message"], error
     if name in ("id_past_the_vocabulary", "negative_id", "index_out_of_range"):
         assert ("vocabulary" if "id" in name.split("_") else "out of range") in error["message"]
     status, headers, text = post_raw(proxy.url + path, {**body, "max_tokens": 5, "stream": True}, timeout=10)
