@@ -1,0 +1,128 @@
+"""One `POST /v1/responses` after its render: the session, the response frame, what the store keeps.
+
+Shared by the route (`proxy.routes.responses`) and background runs (`proxy.background`): the
+store access with its errors (off: a 400 that says so; down: a 503), the items a continuation
+replays (`previous_response_id`), and the record written to the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from core.derender.adapters.responses import ReasoningCounter, ResponsesFrame, non_streamed
+from core.derender.session import DerenderSession
+from core.derender.spec import OutputSpec
+from core.engine_request import max_tokens
+from core.errors import RequestError
+from core.protocol.responses import ResponsesRequest, validate_items
+from core.render_responses import dump_item
+from proxy.app import STATE
+from proxy.engine.run import EngineRun
+from proxy.store import ResponseStore, StoreUnavailable
+from proxy.streaming import collect
+
+log = logging.getLogger("derender_proxy.responses")
+
+STORE: web.AppKey[Any] = web.AppKey("response_store", object)
+OWNER = f"{socket.gethostname()}:{os.getpid()}"  # the process running a background response
+ACTIVE = ("queued", "in_progress")
+STORE_OFF = ("The response store is off (--response-store none), so {what} is not available; run the "
+             "server with a response store (the default SQLite file, or --response-store redis://...).")
+# vLLM's message for background without a store
+NO_BACKGROUND = ("This server does not store responses (--response-store none) and therefore does not support "
+                 "the background mode.")
+
+
+def store_of(request: web.Request, what: str, param: str | None = None) -> ResponseStore:
+    store = request.app.get(STORE)
+    if store is None:
+        raise RequestError(STORE_OFF.format(what=what), 400, "invalid_request_error", param)
+    return store
+
+
+async def stored(store: ResponseStore, call: Any) -> Any:
+    try:
+        return await call
+    except StoreUnavailable as exc:
+        raise RequestError(f"The response store ({store.url}) is unavailable: {exc}", 503,
+                           "ServiceUnavailableError") from None
+
+
+def not_found(response_id: str) -> RequestError:
+    return RequestError(f"Response with id '{response_id}' not found.", 404, "invalid_request_error", "response_id")
+
+
+def input_items(req: ResponsesRequest) -> list[Any]:
+    """This request's input as stored items (a string input is one user message)."""
+    if isinstance(req.input, str):
+        return [{"type": "message", "role": "user", "content": req.input}]
+    return [dump_item(item) for item in req.input]
+
+
+async def prior_items_of(request: web.Request, req: ResponsesRequest) -> tuple[list[Any] | None, list[Any]]:
+    """(validated prior items for render, their stored form) of `previous_response_id`."""
+    if req.previous_response_id is None:
+        return None, []
+    store = store_of(request, "previous_response_id", "previous_response_id")
+    record = await stored(store, store.get(req.previous_response_id))
+    if record is None:
+        raise not_found(req.previous_response_id)
+    items = [*record.get("input", []), *record["response"].get("output", [])]
+    try:
+        return validate_items(items), items
+    except ValidationError:  # written by another version of us: say so rather than 500
+        raise RequestError(f"The stored response '{req.previous_response_id}' cannot be continued (its items do not "
+                           "validate).", 400, "invalid_request_error", "previous_response_id") from None
+
+
+class ResponsesCall:
+    """One `POST /v1/responses` after render: its session, frame and engine request."""
+
+    def __init__(self, request: web.Request, req: ResponsesRequest, rendered: Any, prior: list[Any]) -> None:
+        state = request.app[STATE]
+        settings = state.derender
+        self.req = req
+        self.gen = rendered.generate_request
+        sampling = self.gen["sampling_params"]
+        chat = rendered.chat
+        parser = settings.parser_for(chat)
+        spec = OutputSpec.for_chat(settings, chat, sampling, parser, max_tokens(self.gen))
+        self.session = DerenderSession(spec, [self.gen["token_ids"]], 1)
+        self.frame = ResponsesFrame(req, sampling, model=state.model.name, created_at=int(time.time()),
+                                    tool_names=rendered.tool_names)
+        self.counter = ReasoningCounter(parser)
+        self.input = [*prior, *input_items(req)]
+
+    def record(self, response: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
+        return {"id": response["id"], "response": response, "input": self.input, "owner": owner}
+
+    async def generate(self, request: web.Request, run: EngineRun) -> dict[str, Any]:
+        """The non-streamed response object (engine failures raise the client's error)."""
+        sampling = self.gen["sampling_params"]
+        use_stream = bool(self.session.spec.text.stop) and sampling.get("prompt_logprobs") is None
+        try:
+            await collect(request, run, [self.gen], self.session, use_stream)
+            run.count(0, self.session.completion_tokens)
+        finally:
+            run.report_tokens()
+        return non_streamed(self.frame, self.session, self.counter)
+
+
+async def keep_record(store: ResponseStore, record: dict[str, Any]) -> None:
+    """Store an answered response. The store is best effort here: a client that asked nothing
+    of it gets its answer even while it is down (what reads it later gets the 503 then)."""
+    try:
+        await store.put(record)
+    except StoreUnavailable as exc:
+        log.warning("response %s was answered but not stored: %s", record["id"], exc)
+
+
+# -- background --------------------------------------------------------------------------------------
+
