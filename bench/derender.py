@@ -95,13 +95,6 @@ def bench_inprocess(model: ModelInfo, scenario: Scenario, positions=(100, 1000, 
     request = ChatCompletionRequest.model_validate(scenario.chat_request)
     ids = reply_ids(model, scenario, max(positions) + window)
     results: dict[int, float] = {}
-    def raw_choice(event: Any) -> dict[str, Any]:  # what the raw endpoint writes for the event
-        return shape.chat_stream_choice(
-            event.index, shape.delta("assistant" if event.first else None,
-                                     event.content if event.parsed else event.text or None, event.reasoning,
-                                     event.tool_calls, settings.reasoning_field),
-            event.logprobs, event.finish_reason, event.stop_reason, None)
-
     for pos in positions:
         samples = []
         for _ in range(repeats):
@@ -112,7 +105,7 @@ def bench_inprocess(model: ModelInfo, scenario: Scenario, positions=(100, 1000, 
             gc.disable()
             t0 = time.perf_counter()
             for tid in ids[pos:pos + window]:
-                choice = raw_choice(d.step([tid], None, None))
+                choice = shape.chat_event_choice(d.step([tid], None, None), settings.reasoning_field, False)
                 orjson.dumps({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0,
                               "model": "tiny-qwen3", "choices": [choice]})
             samples.append((time.perf_counter() - t0) / window * 1e6)

@@ -23,13 +23,15 @@ shapes are the adapters' business (`core.derender.adapters`). Per step the work 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.derender.spec import OutputSpec
 from core.derender.text import TextDecoder, TextStep, decode_complete
-from core.logprobs import TokenTexts, completion_logprobs, context_tail, normalize_content, resolve_chat_logprobs
+from core.logprobs import (CONTEXT_WINDOW, TokenTexts, completion_logprobs, normalize_content,
+                           resolve_chat_logprobs)
 
 _NO_IDS: tuple[int, ...] = ()
+_NO_CALLS: list[dict[str, Any]] = []  # shared and never mutated: most events carry no call
 
 
 def merge_deltas(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -78,39 +80,37 @@ def merge_logprobs(parts: Sequence[dict[str, Any] | None], completion: bool) -> 
     return {"content": content}
 
 
-class ChoiceEvent:
-    """What one engine chunk of one choice says, before any API's shape.
+class ChoiceEvent(NamedTuple):
+    """What one engine chunk of one choice says, before any API's shape (a tuple: one is built
+    per chunk and choice, on the hot path).
 
     `content` is the plain text without a parser (possibly "": the chunk completed no character),
     the parser's content delta (or None) with one. `stop_reason` is the engine's (or the matched
     stop string); `eos_stop` says it is the tokenizer's own EOS, which `vllm serve` reports as null."""
 
-    __slots__ = ("index", "first", "text", "reasoning", "content", "tool_calls", "parsed", "token_ids",
-                 "logprobs", "finish_reason", "stop_reason", "eos_stop", "num_tokens")
-
-    def __init__(self, index: int, first: bool, text: str, reasoning: str | None, content: str | None,
-                 tool_calls: list[dict[str, Any]], parsed: bool, token_ids: list[int] | None,
-                 logprobs: dict[str, Any] | None, finish_reason: str | None, stop_reason: int | str | None,
-                 eos_stop: bool, num_tokens: int) -> None:
-        self.index = index
-        self.first = first              # the choice's first event (role, echo, prompt ids go here)
-        self.text = text                # the decoded text of this chunk
-        self.reasoning = reasoning
-        self.content = content
-        self.tool_calls = tool_calls    # tool-call deltas: the first of a call has id, type and name
-        self.parsed = parsed            # a parser produced reasoning / content / tool_calls
-        self.token_ids = token_ids      # the chunk's ids kept (None: the engine chunk had none)
-        self.logprobs = logprobs        # in the spec's shape; None when not asked for or hidden
-        self.finish_reason = finish_reason
-        self.stop_reason = stop_reason
-        self.eos_stop = eos_stop
-        self.num_tokens = num_tokens    # output tokens of the choice so far
+    index: int
+    first: bool                       # the choice's first event (role, echo, prompt ids go here)
+    text: str                         # the decoded text of this chunk
+    reasoning: str | None
+    content: str | None
+    tool_calls: list[dict[str, Any]]  # tool-call deltas: the first of a call has id, type and name
+    parsed: bool                      # a parser produced reasoning / content / tool_calls
+    token_ids: Sequence[int] | None   # the chunk's ids kept (None: the engine chunk had none)
+    logprobs: dict[str, Any] | None   # in the spec's shape; None when not asked for or hidden
+    finish_reason: str | None
+    stop_reason: int | str | None
+    eos_stop: bool
+    num_tokens: int                   # output tokens of the choice so far
 
     @property
     def serve_stop_reason(self) -> int | str | None:
         """`vllm serve` stops on the tokenizer's EOS with stop_reason null (a tokens-only engine
         reports it as a stop token id: spec 2.3)."""
         return None if self.eos_stop else self.stop_reason
+
+
+# NamedTuple's own constructor is a Python function; building the tuple directly costs a third
+_event = tuple.__new__
 
 
 class ChoiceResult:
@@ -183,23 +183,25 @@ class ChoiceDerender:
 
     def _decode(self, token_ids: Sequence[int] | None, finish_reason: str | None, stop_reason: int | str | None,
                 logprobs: list[dict[str, Any]] | None, has_logprobs: bool
-                ) -> tuple[TextStep, list[int] | None, dict[str, Any] | None]:
+                ) -> tuple[TextStep, Sequence[int] | None, dict[str, Any] | None]:
         """The text stage and the metadata of one chunk: (text step, ids kept, logprobs)."""
         if finish_reason is not None:
             self.engine_done = True
         ids: Sequence[int] = token_ids or _NO_IDS
-        cap = self.spec.max_tokens
+        spec = self.spec
+        cap = spec.max_tokens
         if cap is not None and finish_reason is None and self.output_tokens + len(ids) > cap:
             # the engine went past its max_tokens: end here, as it should have (the caller aborts it)
             ids = ids[:max(0, cap - self.output_tokens)]
             finish_reason, stop_reason = "length", None
         step = self.text.step(ids, finish_reason, stop_reason)
-        kept = step.kept
+        kept = step[2]
         self.output_tokens += kept
-        kept_ids = None if token_ids is None else list(ids[:kept]) if kept < len(ids) else list(ids)
+        whole = kept == len(ids)
+        kept_ids = None if token_ids is None else ids if whole else ids[:kept]
         resolved = None
-        spec = self.spec
-        if not spec.hide_metadata and (spec.logprobs or (spec.logprobs is None and has_logprobs)):
+        wants = spec.logprobs
+        if (wants or (wants is None and has_logprobs)) and not spec.hide_metadata:
             content = logprobs if logprobs is None or kept >= len(logprobs) else logprobs[:kept]
             resolved = resolve_chat_logprobs(self._texts, content, spec.top_limit, self.logprob_context)
             if spec.completion_logprobs:
@@ -207,11 +209,14 @@ class ChoiceDerender:
                 if resolved["tokens"]:
                     self.logprob_offset = resolved["text_offset"][-1] + len(resolved["tokens"][-1])
                 else:
-                    self.logprob_offset += len(step.text)
+                    self.logprob_offset += len(step[0])
         elif spec.completion_logprobs:
-            self.logprob_offset += len(step.text)
+            self.logprob_offset += len(step[0])
         if kept:
-            self.logprob_context = context_tail(self.logprob_context, ids[:kept])
+            context = self.logprob_context
+            context.extend(ids if whole else ids[:kept])
+            if len(context) > CONTEXT_WINDOW:
+                del context[:-CONTEXT_WINDOW]
         return step, kept_ids, resolved
 
     def _eos_stop(self, finish_reason: str | None, stop_reason: int | str | None) -> bool:
@@ -224,28 +229,43 @@ class ChoiceDerender:
         """One engine chunk (streams) -> its event; None once the choice has ended (a stop string or
         the cap ended it before the engine did: later chunks are dropped). `logprobs` is the chunk's
         normalized `logprobs.content`; `has_logprobs` whether the chunk had a logprobs object."""
-        if self.text.done:
+        text_decoder = self.text
+        if text_decoder.done:
             return None
-        step, kept_ids, resolved = self._decode(token_ids, finish_reason, stop_reason, logprobs, has_logprobs)
+        spec = self.spec
+        if (finish_reason is None and token_ids and not has_logprobs and not spec.logprobs
+                and not spec.completion_logprobs and spec.max_tokens is None):
+            # the common chunk (no finish, no logprobs, no cap to watch): the text, and the ids kept
+            text, text_ids, kept, finish, stop = text_decoder.step(token_ids, None, None)
+            self.output_tokens += kept
+            kept_ids = token_ids if kept == len(token_ids) else token_ids[:kept]
+            resolved = None
+            if kept:
+                context = self.logprob_context
+                context.extend(kept_ids)
+                if len(context) > CONTEXT_WINDOW:
+                    del context[:-CONTEXT_WINDOW]
+        else:
+            (text, text_ids, _, finish, stop), kept_ids, resolved = self._decode(
+                token_ids, finish_reason, stop_reason, logprobs, has_logprobs)
         first = not self.started
         self.started = True
-        finish = step.finish_reason
-        parser = self.spec.parser
+        parser = spec.parser
+        eos = finish is not None and self._eos_stop(finish, stop)
         if parser is None:
-            reasoning, content, calls = None, step.text, []
-        else:
-            pstate = self.parser_state
-            parsed = parser.feed(pstate, step.text, step.text_ids) if (step.text or step.text_ids) else None
-            if finish is not None:
-                parsed = merge_deltas(parsed, parser.finish(pstate))
-                finish = parser.finish_reason(pstate, finish)
-            if parsed is None:
-                reasoning, content, calls = None, None, []
-            else:
-                reasoning, content, calls = parsed.get("reasoning"), parsed.get("content"), parsed.get("tool_calls") or []
-        return ChoiceEvent(self.index, first, step.text, reasoning, content, calls, parser is not None, kept_ids,
-                           resolved, finish, step.stop_reason, self._eos_stop(step.finish_reason, step.stop_reason),
-                           self.output_tokens)
+            return _event(ChoiceEvent, (self.index, first, text, None, text, _NO_CALLS, False, kept_ids, resolved,
+                                        finish, stop, eos, self.output_tokens))
+        pstate = self.parser_state
+        parsed = parser.feed(pstate, text, text_ids) if (text or text_ids) else None
+        if finish is not None:
+            parsed = merge_deltas(parsed, parser.finish(pstate))
+            finish = parser.finish_reason(pstate, finish)
+        if parsed is None:
+            return _event(ChoiceEvent, (self.index, first, text, None, None, _NO_CALLS, True, kept_ids, resolved,
+                                        finish, stop, eos, self.output_tokens))
+        return _event(ChoiceEvent, (self.index, first, text, parsed.get("reasoning"), parsed.get("content"),
+                                    parsed.get("tool_calls") or _NO_CALLS, True, kept_ids, resolved, finish, stop, eos,
+                                    self.output_tokens))
 
     def step_engine(self, choice: dict[str, Any]) -> ChoiceEvent | None:
         """`step` for one choice of an engine event, a plain dict (either logprob shape)."""

@@ -204,12 +204,7 @@ def derender_chat_stream(settings: DerenderSettings, req: Any, created: int | No
         if chunk_choice is not None:
             event = _step(choice, chunk_choice)
             if event is not None:
-                choices.append(shape.chat_stream_choice(
-                    event.index, shape.delta("assistant" if event.first else None,
-                                             event.content if event.parsed else event.text or None,
-                                             event.reasoning, event.tool_calls, settings.reasoning_field),
-                    event.logprobs, event.finish_reason, event.stop_reason,
-                    event.token_ids if spec.return_token_ids else None))
+                choices.append(shape.chat_event_choice(event, settings.reasoning_field, spec.return_token_ids))
     except RequestError:
         raise
     except Exception:  # vLLM: anything failing in here is the client's (ids, state) -> 400

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.detokenizer import IncrementalDetokenizer, decode_params
 from core.model import ModelInfo
@@ -106,15 +106,17 @@ def decode_complete(model: ModelInfo, opts: TextOptions, token_ids: Sequence[int
     return text, stop_reason
 
 
-@dataclass(slots=True)
-class TextStep:
-    """What one engine chunk of one choice produced."""
+class TextStep(NamedTuple):
+    """What one engine chunk of one choice produced (a tuple: one per chunk, on the hot path)."""
 
     text: str
     text_ids: Sequence[int]        # the ids whose text this is (a held stop-token candidate moves on)
     kept: int                      # how many of the chunk's own ids count (all, or up to a stop-string cut)
     finish_reason: str | None
     stop_reason: int | str | None
+
+
+_step = tuple.__new__  # a TextStep without NamedTuple's Python-level constructor (the hot path)
 
 
 class TextDecoder:
@@ -145,6 +147,10 @@ class TextDecoder:
         if self.done:
             return TextStep("", _NO_IDS, 0, None, None)
         held = self.held
+        if (finish_reason is None and not held and self.matcher is None and token_ids
+                and token_ids[-1] not in self._holdable):  # the common chunk: decode it, nothing else
+            self.decoded += len(token_ids)
+            return _step(TextStep, (self.detok.feed(token_ids), token_ids, len(token_ids), None, None))
         ids: Sequence[int] = held + list(token_ids) if held else token_ids
         if finish_reason is None and ids and ids[-1] in self._holdable:
             self.held = [ids[-1]]
@@ -179,7 +185,7 @@ class TextDecoder:
             text = "".join(parts)
         if finish_reason is not None:
             self.done = True
-        return TextStep(text, text_ids, kept, finish_reason, stop_reason)
+        return _step(TextStep, (text, text_ids, kept, finish_reason, stop_reason))
 
     # -- state --------------------------------------------------------------------------
 

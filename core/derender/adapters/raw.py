@@ -69,11 +69,17 @@ def delta(role: str | None, content: str | None, reasoning: str | None,
     return out
 
 
-def chat_stream_choice(index: int, delta_: dict[str, Any], logprobs: dict[str, Any] | None,
-                       finish_reason: str | None, stop_reason: int | str | None,
-                       token_ids: list[int] | None) -> dict[str, Any]:
-    return {"index": index, "delta": delta_, "logprobs": logprobs, "finish_reason": finish_reason,
-            "stop_reason": stop_reason, "token_ids": token_ids, "weight_versions": None}
+def chat_event_choice(event: Any, reasoning_field: str, return_token_ids: bool) -> dict[str, Any]:
+    """The chunk choice of a `ChoiceEvent` (the role inside the first delta, full dumps)."""
+    if event.tool_calls or reasoning_field != "reasoning":
+        delta_ = delta("assistant" if event.first else None, event.content if event.parsed else event.text or None,
+                       event.reasoning, event.tool_calls, reasoning_field)
+    else:  # the common delta, built in one go
+        delta_ = {"role": "assistant" if event.first else None,
+                  "content": event.content if event.parsed else event.text or None, "reasoning": event.reasoning}
+    return {"index": event.index, "delta": delta_, "logprobs": event.logprobs, "finish_reason": event.finish_reason,
+            "stop_reason": event.stop_reason, "token_ids": event.token_ids if return_token_ids else None,
+            "weight_versions": None}
 
 
 def completion_stream_choice(index: int, text: str, logprobs: dict[str, Any] | None,
