@@ -33,14 +33,14 @@ pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not _engine_up(), reason="v
 class OracleStack(Stack):
     """The proxy only; the engine is the real one."""
 
-    def __init__(self, model, **config) -> None:
+    def __init__(self, model, engine: str = ORACLE_ENGINE, **config) -> None:
         from proxy.app import create_app
         from proxy.config import ServerConfig
         from tests.proxy.loopback import LoopbackServer
 
         self.model = model
         self.engines = []
-        self.config = ServerConfig(engine_url=[ORACLE_ENGINE], health_check_interval=0, **config)
+        self.config = ServerConfig(engine_url=[engine], health_check_interval=0, **config)
         self.proxy = LoopbackServer(lambda: create_app(self.config, model)).start()
         self.url = self.proxy.url
         self.base_url = self.url + "/v1"
