@@ -250,6 +250,11 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
                 ("messages", "/v1/messages", orjson.dumps({"model": "tiny-qwen3", "max_tokens": 4096,
                                                            "messages": MESSAGES, "tools": ANTHROPIC_TOOLS,
                                                            "stream": True}))]
+        # one request per front door first: the first Messages request runs the renderer's per-model
+        # probes (tens of ms, once per process), which are no part of the steady state measured here
+        async with aiohttp.ClientSession() as session:
+            for _, path, body in apis:
+                await one_stream(session, proxy_url + path, body)
         rows = []
         for level in args.levels:
             total = max(level * per_level, min_requests)
