@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.derender import DerenderSettings
-from core.derender.adapters.messages import MessageCollector, MessagesStream, anthropic_stop_reason, tool_input
+from core.derender.adapters.messages import (
+    PING_INTERVAL,
+    MessageCollector,
+    MessagesStream,
+    anthropic_stop_reason,
+    tool_input,
+)
 from core.derender.session import DerenderSession
 from core.derender.spec import OutputSpec
 from core.engine_request import max_tokens
@@ -306,8 +312,10 @@ def test_an_error_after_the_start_closes_the_open_block_and_ends_with_an_error_e
         "type": "overloaded_error", "message": "Server shutting down."}})]
 
 
-def test_ping():
-    writer = MessagesStream.__new__(MessagesStream)
+def test_the_writer_asks_the_sse_loop_for_pings(setups):
+    derender, rendered = setups["parsers"]
+    writer = MessagesStream(new_session(derender, rendered), message_id="m", model="tiny-qwen3")
+    assert writer.ping_interval == PING_INTERVAL > 0
     assert writer.ping() == b'event: ping\ndata: {"type":"ping"}\n\n'
 
 
