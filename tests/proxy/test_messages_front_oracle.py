@@ -12,14 +12,12 @@ The noise these weights make is the one vLLM recorded in tests/fixtures/oracle/s
 
 from __future__ import annotations
 
-import urllib.request
-
 import anthropic
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS
 from tests.proxy.test_messages_front import comparable
-from tests.proxy.test_openai_oracle import OracleStack
+from tests.proxy.test_openai_oracle import OracleStack, engine_up
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -29,15 +27,8 @@ SET_UNIT = {"name": "set_unit", "description": "Pick a unit", "input_schema": {
     "type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["unit"]}}
 
 
-def _engine_up() -> bool:
-    try:
-        with urllib.request.urlopen(ORACLE_ENGINE + "/health", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not _engine_up(), reason="vLLM oracle engine not running")]
+pytestmark = [pytest.mark.oracle,
+              pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
 
 
 @pytest.fixture(scope="module")

@@ -19,15 +19,15 @@ ORACLE_ENGINE = "http://127.0.0.1:8200"
 MESSAGES = [{"role": "user", "content": "Tell me a story."}]
 
 
-def _engine_up() -> bool:
+def engine_up(url: str = ORACLE_ENGINE) -> bool:
     try:
-        with urllib.request.urlopen(ORACLE_ENGINE + "/health", timeout=1) as resp:
+        with urllib.request.urlopen(url + "/health", timeout=1) as resp:
             return resp.status == 200
     except OSError:
         return False
 
 
-pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not _engine_up(), reason="vLLM oracle engine not running")]
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not engine_up(), reason="vLLM oracle engine not running")]
 
 
 class OracleStack(Stack):
