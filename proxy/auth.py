@@ -1,5 +1,5 @@
-"""`--api-key`: a Bearer token required on every route except `/health` and `/metrics`;
-`--metrics-api-key` / `--metrics-require-api-key`: a key for `/metrics`.
+"""`--api-key`: a Bearer token (or an `x-api-key` header) required on every route except `/health`
+and `/metrics`; `--metrics-api-key` / `--metrics-require-api-key`: a key for `/metrics`.
 
 Stricter than vLLM, which only guards paths under `/v1`: here `/tokenize`, `/version`, the render
 and derender routes are guarded too, because they expose the served model to whoever can reach the
@@ -12,6 +12,9 @@ the engines (their URLs label the engine series) and shows the traffic. `--metri
 makes it require that key (a scraper-only credential: `authorization: {credentials: KEY}` in a
 Prometheus scrape config), `--metrics-require-api-key` makes it accept the main `--api-key`
 (with both, either key works). `/health` always stays open for load balancers.
+
+`x-api-key: KEY` (what the anthropic SDK sends; vLLM reads only the Bearer token) is accepted as
+well; on the Anthropic routes (`ANTHROPIC_PATHS`) the 401 is Anthropic's error body.
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ import hashlib
 import hmac
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from core.errors import error_json
+from core.protocol.messages import anthropic_error_body
 from proxy.metrics import METRICS_PATH
 
-OPEN_PATHS = frozenset({"/health", METRICS_PATH})  # without --api-key's Bearer key (/metrics: see above)
-UNAUTHORIZED_MESSAGE = "Unauthorized: missing or invalid API key (send 'Authorization: Bearer <key>')."
+OPEN_PATHS = frozenset({"/health", METRICS_PATH})  # without --api-key's key (/metrics: see above)
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+UNAUTHORIZED_MESSAGE = ("Unauthorized: missing or invalid API key (send 'Authorization: Bearer <key>' "
+                        "or 'x-api-key: <key>').")
 
 
 def _digest(value: str) -> bytes:
@@ -43,23 +50,28 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip() or None
 
 
-def unauthorized() -> web.Response:
-    return web.Response(status=401, body=error_json(UNAUTHORIZED_MESSAGE, "Unauthorized", 401),
-                        content_type="application/json", headers={"WWW-Authenticate": "Bearer"})
+def unauthorized(path: str = "") -> web.Response:
+    body = (orjson.dumps(anthropic_error_body(UNAUTHORIZED_MESSAGE, 401)) if path in ANTHROPIC_PATHS
+            else error_json(UNAUTHORIZED_MESSAGE, "Unauthorized", 401))
+    return web.Response(status=401, body=body, content_type="application/json",
+                        headers={"WWW-Authenticate": "Bearer"})
 
 
 def _key_check(keys: list[str]) -> Any:
-    """A constant-time check of a request's Bearer token against `keys` (every key is compared,
-    even without a token, so "no header", "wrong key" and which key matched take the same time)."""
+    """A constant-time check of a request's Bearer token, or its `x-api-key` header (the anthropic
+    SDK's), against `keys`: every key is compared with both, even without a header, so "no header",
+    "wrong key" and which key matched take the same time."""
     digests = [_digest(key) for key in keys]
 
     def check(request: web.Request) -> bool:
         token = bearer_token(request.headers.get("Authorization"))
-        got = _digest(token or "")
-        ok = False
+        x_api_key = request.headers.get("x-api-key") or None
+        got, got_x = _digest(token or ""), _digest(x_api_key or "")
+        ok = ok_x = False
         for digest in digests:
             ok |= hmac.compare_digest(got, digest)
-        return ok and token is not None
+            ok_x |= hmac.compare_digest(got_x, digest)
+        return (ok and token is not None) or (ok_x and x_api_key is not None)
 
     return check
 
@@ -83,7 +95,7 @@ def middlewares(api_key: str | None, *, metrics_api_key: str | None = None,
         else:
             check = None if path in OPEN_PATHS else api_ok
         if check is not None and not check(request):
-            return unauthorized()
+            return unauthorized(path)
         return await handler(request)
 
     return [require_api_key]

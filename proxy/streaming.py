@@ -23,8 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from core.derender.adapters.sse import StreamWriter
-from core.derender.session import DerenderSession, EngineOutputError
+from core.derender.adapters.sse import Collector, StreamWriter
+from core.derender.session import EngineOutputError
 from core.engine_request import engine_body
 from core.errors import RequestError
 from proxy import lifecycle
@@ -196,7 +196,7 @@ def _failed(run: EngineRun, exc: EngineError) -> RequestError:
     return client_error(exc)
 
 
-async def collect(request: web.Request, run: EngineRun, gens: Sequence[dict[str, Any]], session: DerenderSession,
+async def collect(request: web.Request, run: EngineRun, gens: Sequence[dict[str, Any]], session: Collector,
                   use_stream: bool) -> list[list[Any] | None]:
     """Read every prompt's engine output into the session (non-streamed answers); returns the
     engine's prompt_logprobs per prompt. With stop strings (`use_stream`) the engine streams, so a

@@ -51,7 +51,7 @@ def event_bytes_bound(max_tokens: int, choices: int = 1, logprobs: int = 0) -> i
 
 
 class SSEDecoder:
-    __slots__ = ("_parts", "_size", "_cr", "max_event_bytes")
+    __slots__ = ("_parts", "_size", "_cr", "max_event_bytes", "_error")
 
     def __init__(self, max_event_bytes: int | None = None) -> None:
         self._parts: list[bytes] = []  # the unfinished event, as the reads that brought it
@@ -59,8 +59,24 @@ class SSEDecoder:
         self._cr = False  # the last read ended with \r: maybe half of a \r\n, decided on the next read
         self.max_event_bytes = MAX_PENDING_BYTES if max_event_bytes is None else min(max_event_bytes,
                                                                                      MAX_PENDING_BYTES)
+        self._error: EventTooLarge | None = None  # raised on the next feed: this one still had events
 
     def feed(self, data: bytes) -> list[bytes]:
+        """The payloads of the events this read completes. An event past the bound raises
+        EventTooLarge, after the events before it in the same read were returned (the next call
+        raises): what the engine sent before the bad event is never lost."""
+        if self._error is not None:
+            raise self._error
+        out: list[bytes] = []
+        try:
+            self._feed(data, out)
+        except EventTooLarge as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def _feed(self, data: bytes, out: list[bytes]) -> None:
         if self._cr:
             data = b"\r" + data  # a copy of this read only, never of the unfinished event
             self._cr = False
@@ -69,26 +85,25 @@ class SSEDecoder:
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         if not data:
-            return []
-        out: list[bytes] = []
+            return
         parts = self._parts
         start = 0
         if parts and data[0] == 0x0A and parts[-1].endswith(b"\n"):  # the blank line spans two reads
-            out = self._events(b"".join(parts)[:-1])
+            block = b"".join(parts)[:-1]
             parts.clear()
             self._size = 0
+            self._events(block, out)
             start = 1
         end = data.rfind(b"\n\n", start)
         if end < 0:  # no event ends in this read
             self._keep(data[start:] if start else data)
-            return out
+            return
         head = data[start:end]
         block = b"".join([*parts, head]) if parts else head
         parts.clear()
         self._size = 0
-        out += self._events(block)
+        self._events(block, out)
         self._keep(data[end + 2:])
-        return out
 
     def _keep(self, piece: bytes) -> None:
         if not self._parts:
@@ -100,9 +115,8 @@ class SSEDecoder:
             raise EventTooLarge(self.max_event_bytes)
         self._parts.append(piece)
 
-    def _events(self, block: bytes) -> list[bytes]:
-        """The data payloads of `block`: whole events separated by blank lines."""
-        out: list[bytes] = []
+    def _events(self, block: bytes, out: list[bytes]) -> None:
+        """The data payloads of `block` (whole events separated by blank lines), onto `out`."""
         limit = self.max_event_bytes
         for event in block.split(b"\n\n"):
             if len(event) > limit:
@@ -117,7 +131,6 @@ class SSEDecoder:
                     data.append(value[1:] if value.startswith(b" ") else value)
             if data:
                 out.append(b"\n".join(data))
-        return out
 
     @property
     def pending(self) -> bytes:

@@ -41,8 +41,12 @@ async def client(aiohttp_client, app):
     return await aiohttp_client(app)
 
 
-def assert_401(resp_status: int, body: dict) -> None:
+def assert_401(resp_status: int, body: dict, path: str = "") -> None:
     assert resp_status == 401
+    if path in ("/v1/messages", "/v1/messages/count_tokens"):  # the Anthropic routes answer in their shape
+        assert body["type"] == "error" and body["error"]["type"] == "authentication_error"
+        assert "API key" in body["error"]["message"]
+        return
     assert set(body["error"]) == {"message", "type", "param", "code"}
     assert body["error"]["code"] == 401
     assert "API key" in body["error"]["message"]
@@ -59,11 +63,14 @@ async def test_every_protected_route_refuses_missing_wrong_and_malformed_keys(cl
         {"Authorization": f"Basic {KEY}"},
         {"Authorization": KEY},
         {"Authorization": "Bearer "},
+        {"x-api-key": "wrong-key"},
+        {"x-api-key": ""},
+        {"x-api-key": f"Bearer {KEY}"},
     ]
     for method, path in routes:
         for headers in bad_headers:
             resp = await client.request(method, path, headers=headers, json={})
-            assert_401(resp.status, await resp.json())
+            assert_401(resp.status, await resp.json(), path)
             assert resp.headers["WWW-Authenticate"] == "Bearer"
             assert resp.headers["Content-Type"].startswith("application/json")
 
@@ -71,6 +78,8 @@ async def test_every_protected_route_refuses_missing_wrong_and_malformed_keys(cl
 async def test_the_right_key_passes_on_every_route(client, app):
     for method, path in protected_routes(app):
         resp = await client.request(method, path, headers={"Authorization": f"Bearer {KEY}"}, json={})
+        assert resp.status != 401, (method, path)
+        resp = await client.request(method, path, headers={"x-api-key": KEY}, json={})  # the anthropic SDK's header
         assert resp.status != 401, (method, path)
     resp = await client.get("/v1/models", headers={"Authorization": f"bearer   {KEY}  "})
     assert resp.status == 200  # scheme is case-insensitive, surrounding spaces ignored

@@ -19,28 +19,28 @@ ORACLE_ENGINE = "http://127.0.0.1:8200"
 MESSAGES = [{"role": "user", "content": "Tell me a story."}]
 
 
-def _engine_up() -> bool:
+def engine_up(url: str = ORACLE_ENGINE) -> bool:
     try:
-        with urllib.request.urlopen(ORACLE_ENGINE + "/health", timeout=1) as resp:
+        with urllib.request.urlopen(url + "/health", timeout=1) as resp:
             return resp.status == 200
     except OSError:
         return False
 
 
-pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not _engine_up(), reason="vLLM oracle engine not running")]
+pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not engine_up(), reason="vLLM oracle engine not running")]
 
 
 class OracleStack(Stack):
     """The proxy only; the engine is the real one."""
 
-    def __init__(self, model, **config) -> None:
+    def __init__(self, model, engine: str = ORACLE_ENGINE, **config) -> None:
         from proxy.app import create_app
         from proxy.config import ServerConfig
         from tests.proxy.loopback import LoopbackServer
 
         self.model = model
         self.engines = []
-        self.config = ServerConfig(engine_url=[ORACLE_ENGINE], health_check_interval=0, **config)
+        self.config = ServerConfig(engine_url=[engine], health_check_interval=0, **config)
         self.proxy = LoopbackServer(lambda: create_app(self.config, model)).start()
         self.url = self.proxy.url
         self.base_url = self.url + "/v1"

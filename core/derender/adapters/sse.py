@@ -34,6 +34,18 @@ def openai_error_event(error: RequestError) -> bytes:
     return b"data: " + error_json(error.message, error.type, error.status, error.param) + b"\n\n"
 
 
+class Collector(Protocol):
+    """What the non-streamed read (`proxy.streaming.collect`) feeds: a `DerenderSession` (vLLM's
+    non-streaming parse at the end) or an adapter that aggregates the session's streamed events
+    (the Messages API: its non-streamed message is exactly what its stream adds up to)."""
+
+    def collect(self, prompt: int, events: list[dict[str, Any]]) -> None:
+        """Engine events (or a whole answer) of one prompt."""
+
+    def to_abort(self) -> list[int]:
+        """Prompts whose engine requests should be aborted now (each named once)."""
+
+
 class StreamWriter(Protocol):
     session: DerenderSession
 
