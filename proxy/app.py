@@ -64,9 +64,11 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
 
     from proxy import access_log, auth, cors, lifecycle, metrics, request_body
     from proxy.engine import pool as engine_pool
+    from proxy.routes.basic import probe_middleware
 
     app = web.Application(middlewares=[
-        access_log.observe,  # outermost: request id, request metrics, one JSON access-log line
+        probe_middleware,  # /health/ready and /health/live: before keys, the drain and the access log
+        access_log.observe,  # request id, request metrics, one JSON access-log line
         *cors.middlewares(config),  # CORS preflights (with --allowed-origins)
         lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
         error_middleware,  # every failure below becomes an OpenAI error body
