@@ -10,7 +10,7 @@ import pytest
 from proxy.app import create_app
 from proxy.auth import bearer_token
 from proxy.config import ServerConfig
-from proxy.routes.basic import LIVE_PATH, READY_PATH
+from proxy.probes import LIVE_PATH, READY_PATH
 from tests.proxy.loopback import LoopbackServer
 
 KEY = "sk-test-0123456789"
