@@ -275,7 +275,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
 
     security = _group(parser, "security")
     _flag(security, "--api-key", env=("DERENDER_API_KEY", "VLLM_API_KEY"), metavar="KEY",
-          help="Bearer key required on every route but /health and /metrics (vLLM guards only /v1)")
+          help="Bearer key required on every route but /health, the probes and /metrics (vLLM guards only /v1)")
     _flag(security, "--metrics-api-key", env="DERENDER_METRICS_API_KEY", metavar="KEY",
           help="Bearer key /metrics requires, for scrapers (without it /metrics is open)")
     _flag(security, "--metrics-require-api-key", action="store_true",
@@ -331,7 +331,7 @@ def _invocation(action: argparse.Action) -> str:
     name = "/".join(action.option_strings)
     if action.nargs == 0:
         return name
-    metavar = action.metavar or action.dest.upper()
+    metavar = action.metavar or ("|".join(action.choices) if action.choices else action.dest.upper())
     return f"{name} {metavar}..." if action.nargs in ("*", "+") else f"{name} {metavar}"
 
 
@@ -345,7 +345,7 @@ def flag_table(group: str, parser: argparse.ArgumentParser | None = None) -> str
     (found,) = [g for g in parser._action_groups if g.title == group]
     rows = ["| flag | default | what |", "|---|---|---|"]
     for action in found._group_actions:
-        rows.append(f"| `{_invocation(action)}` | {_cell(default_text(action))} | {_cell(action.help or '')} |")
+        rows.append(f"| `{_cell(_invocation(action))}` | {_cell(default_text(action))} | {_cell(action.help or '')} |")
     return "\n".join(rows)
 
 
