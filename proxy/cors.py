@@ -1,8 +1,8 @@
 """CORS as `vllm serve` does it: Starlette's CORSMiddleware (the version vLLM 0.33 ships), always on.
 
-vLLM 0.33's flags and defaults: `--allowed-origins` (none: "cross-origin browser access is disabled
-by default"; vLLM before 0.2x allowed `["*"]`), `--allow-credentials` (off), `--allowed-methods`
-(`*`), `--allowed-headers` (`*`). Lists are taken in vLLM's JSON form (`--allowed-origins
+vLLM 0.33's flags and defaults: `--allowed-origins` (none: "cross-origin browser access is
+disabled by default"; older releases, 0.11 for one, allowed `["*"]`), `--allow-credentials` (off),
+`--allowed-methods` (`*`), `--allowed-headers` (`*`). Lists are taken in vLLM's JSON form (`--allowed-origins
 '["*"]'`) or space-separated (`--allowed-origins https://a.example https://b.example`).
 
 Like vLLM, the middleware runs even with no origin allowed, so a browser's preflight gets

@@ -188,12 +188,18 @@ async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
         response = await handler(request)
         status = response.status
         return response
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    except (asyncio.CancelledError, ConnectionResetError):
-        status = CLIENT_CLOSED
+    except BaseException as exc:
+        status = _status_of(exc)
         raise
     finally:
         CURRENT.reset(token)
         tracing.finish(span, trace, status, request.get(REQUEST_ID), request.get(TOKENS_KEY))
+
+
+def _status_of(exc: BaseException) -> int:
+    """The status the access log records for a request that ended with `exc` (499: client gone)."""
+    if isinstance(exc, web.HTTPException):
+        return exc.status
+    if isinstance(exc, (asyncio.CancelledError, ConnectionResetError)):
+        return CLIENT_CLOSED
+    return 500
