@@ -14,18 +14,56 @@ from typing import Any
 import orjson
 
 # vLLM's sanitizer (exception_handling/utils.py): memory addresses, traceback lines and file
-# paths never reach a client; the message is stripped
+# paths never reach a client; the message is stripped. Paths are hidden as vLLM hides them (a
+# path through /home, /usr, /opt, /var, /tmp, /root, /lib, /mnt or /srv from there on; a
+# `dir/name.ext` path), with two differences: a URL or the target of a request line
+# ("GET /v1/models/Qwen/Qwen3-0.6B") is never touched, and an extension must start with a
+# letter (`.py`, `.json`, `.so`), so model ids with versions and sizes (`org/team/Llama-3.1-8B`,
+# where vLLM reads `.6B` as an extension) are left alone. Linear in the message's length (vLLM's
+# patterns backtrack quadratically on a long run of `/a/a/a...`).
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
-_TRACEBACK = re.compile(r'\n?\s*File "[^"]+", line \d+, in \S+(\n\s+.*)?')
-_ABSOLUTE_PATH = re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+")
-_FILE_PATH = re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+")
+# (a match starts where a run of white space starts: searching from inside the run is quadratic)
+_TRACEBACK = re.compile(r'(?<!\s)\s*File "[^"]+", line \d+, in \S+(\n\s+.*)?')
+_PATH_RUN = re.compile(r"(?:/[\w.\-]+)+")
+_SYSTEM_DIRS = frozenset({"home", "usr", "opt", "var", "tmp", "root", "lib", "mnt", "srv"})
+_EXTENSION = re.compile(r"[A-Za-z]\w*")
+# kept as they are: URLs (scheme://...) and the target of an HTTP request line ("GET /path")
+_URL_OR_TARGET = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s'\"`<>]*"
+    r"|\b(?:GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS|CONNECT|TRACE) /[^\s'\"`<>]*")
+
+
+def _hide_path(match: re.Match[str]) -> str:
+    run = match.group()
+    path = run.rstrip(".")  # a sentence's full stop is not part of the path
+    segments = path.split("/")[1:]
+    for i, segment in enumerate(segments[:-1]):
+        if segment in _SYSTEM_DIRS:  # /usr/lib/...: everything from the system directory on
+            return "".join("/" + s for s in segments[:i]) + "<path>" + run[len(path):]
+    name = segments[-1]
+    if len(segments) >= 2 and "." in name and _EXTENSION.fullmatch(name.rsplit(".", 1)[1]):
+        first = len(segments) - 1  # the directories before the file name, as far back as they have no dot
+        while first > 0 and "." not in segments[first - 1]:
+            first -= 1
+        if first < len(segments) - 1:
+            return "".join("/" + s for s in segments[:first]) + "<path>" + run[len(path):]
+    return run
+
+
+def _hide_paths(text: str) -> str:
+    return _PATH_RUN.sub(_hide_path, text)
 
 
 def sanitize(message: str) -> str:
     message = _ADDRESS.sub(">", message)
     message = _TRACEBACK.sub("", message)
-    message = _ABSOLUTE_PATH.sub("<path>", message)
-    message = _FILE_PATH.sub("<path>", message)
+    if "/" in message:
+        parts, last = [], 0
+        for url in _URL_OR_TARGET.finditer(message):
+            parts += [_hide_paths(message[last:url.start()]), url.group()]
+            last = url.end()
+        parts.append(_hide_paths(message[last:]))
+        message = "".join(parts)
     return message.strip()
 
 

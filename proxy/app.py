@@ -62,12 +62,14 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    from proxy import access_log, auth, cors, lifecycle, metrics, request_body
+    from proxy import access_log, auth, cors, lifecycle, metrics, probes, request_body, tracing
     from proxy.engine import pool as engine_pool
 
     app = web.Application(middlewares=[
-        access_log.observe,  # outermost: request id, request metrics, one JSON access-log line
-        *cors.middlewares(config),  # CORS preflights (with --allowed-origins)
+        probes.middleware,  # /health/ready and /health/live: before keys, the drain and the access log
+        access_log.observe,  # request id, request metrics, one JSON access-log line
+        *cors.middlewares(config),  # CORS preflights
+        tracing.middleware,  # a span per request (--otlp-traces-endpoint); traceparent to the engines
         lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
         error_middleware,  # every failure below becomes an OpenAI error body
         # 401 without the Bearer key (with --api-key; on /metrics with --metrics-api-key and the like)
@@ -78,7 +80,9 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
     metrics.install(app)
     access_log.install(app, enabled=config.access_log)
     cors.install(app, config)
+    tracing.install(app, config)
     lifecycle.install(app, config.shutdown_timeout)
+    probes.install(app, model.name)
     # parser flags the tokenizer cannot support fail here, at start-up (ValueError naming the flag)
     settings = DerenderSettings.from_config(config, model)
     threads = config.render_threads or (os.cpu_count() or 1)

@@ -31,12 +31,25 @@ and for the engine pool (`proxy/engine/pool.py`):
 
 Request counts, in-flight requests and end-to-end latency are recorded by the outermost
 middleware (`proxy/access_log.py`) for every route: handlers do nothing for those.
+
+`--workers N`: prometheus-client's multiprocess mode. The supervisor (`proxy/serving.py`) calls
+`prepare_workers()` before it starts them: every worker then keeps its series in files under one
+directory ($PROMETHEUS_MULTIPROC_DIR, or a temporary one), and whichever worker answers
+`/metrics` reads them all: counters and histograms summed over workers (the counts of a worker
+that died stay: counters never go back), gauges summed (in-flight, outstanding, queue) or the
+worst (circuit state, loop lag) over the live workers (`worker_exited(pid)` drops a dead one's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
+import logging
+import os
+import shutil
+import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -44,9 +57,14 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
 )
 from prometheus_client.exposition import generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from proxy import trace_context
 from proxy.engine.circuit import STATE_VALUES as CIRCUIT_STATE_VALUES
 
+log = logging.getLogger("derender_proxy.metrics")
+
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PREFIX = "derender_proxy_"
 METRICS_PATH = "/metrics"
 
@@ -77,9 +95,10 @@ class ProxyMetrics:
         self.requests = Counter(
             PREFIX + "requests", "HTTP requests handled, by route template, method and status.",
             ["route", "method", "status"], registry=r)
+        self.multiprocess = multiprocess_dir() is not None
         self.in_flight = Gauge(
             PREFIX + "requests_in_flight", "HTTP requests being handled (streams included).",
-            registry=r)
+            registry=r, multiprocess_mode="livesum")
         self.e2e = Histogram(
             PREFIX + "e2e_request_latency_seconds",
             "Request arrival to last byte of the response, by route template.", ["route"],
@@ -112,17 +131,19 @@ class ProxyMetrics:
         self.engine_circuit_state = Gauge(
             PREFIX + "engine_circuit_state",
             "Circuit breaker state of each engine: 0 closed (in rotation), 1 half-open (one probe), "
-            "2 open (taken out after failures or unreachable).", ["engine"], registry=r)
+            "2 open (taken out after failures or unreachable); with --workers, the worst any worker sees.",
+            ["engine"], registry=r, multiprocess_mode="livemax")
         self.engine_outstanding = Gauge(
             PREFIX + "engine_outstanding_requests", "Requests outstanding on each engine.", ["engine"],
-            registry=r)
+            registry=r, multiprocess_mode="livesum")
         self.engine_circuit_opened = Counter(
             PREFIX + "engine_circuit_opened",
             "Times an engine was taken out of rotation (failure threshold, refused connection, failed "
             "health check).", ["engine"], registry=r)
         self.queue_waiting = Gauge(
             PREFIX + "engine_queue_length",
-            "Requests waiting for a free engine slot (--engine-max-concurrency).", registry=r)
+            "Requests waiting for a free engine slot (--engine-max-concurrency).", registry=r,
+            multiprocess_mode="livesum")
         self.queue_wait = Histogram(
             PREFIX + "engine_queue_wait_seconds",
             "Time requests spent waiting for a free engine slot (served, timed out or cancelled).",
@@ -142,7 +163,9 @@ class ProxyMetrics:
             f"Scheduling delay of a probe that sleeps {LOOP_LAG_INTERVAL}s on the event loop.",
             buckets=LAG_BUCKETS, registry=r)
         self.loop_lag_last = Gauge(
-            PREFIX + "event_loop_lag_last_seconds", "Most recent event-loop lag probe.", registry=r)
+            PREFIX + "event_loop_lag_last_seconds",
+            "Most recent event-loop lag probe (with --workers, the largest of the workers').", registry=r,
+            multiprocess_mode="livemax")
         self._request_children: dict[tuple[str, str, int], Any] = {}
         self._e2e_children: dict[str, Any] = {}
         self._engine_children: dict[str, tuple[Any, Any]] = {}
@@ -204,7 +227,9 @@ class ProxyMetrics:
         self.queue_waiting.set(waiting)
 
     def observe_queue_wait(self, seconds: float) -> None:
+        """Time one request spent waiting for an engine slot (called in that request's task)."""
         self.queue_wait.observe(seconds)
+        trace_context.queued(seconds)
 
     def shed(self, reason: str) -> None:
         """A request got a 503 from the pool itself: unavailable, queue_timeout or queue_full."""
@@ -234,6 +259,10 @@ class ProxyMetrics:
         e2e.observe(seconds)
 
     def render(self) -> bytes:
+        if self.multiprocess:  # every worker's series, read from their files
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry)
         return generate_latest(self.registry)
 
 
@@ -292,6 +321,46 @@ def install(app: web.Application) -> None:
 
     app.on_startup.append(start_probe)
     app.on_cleanup.append(stop_probe)
+
+
+# -- --workers: one /metrics for all workers ------------------------------------------------------
+
+def multiprocess_dir() -> str | None:
+    """The directory of the workers' metric files when multiprocess mode is on (else None)."""
+    return os.environ.get(MULTIPROC_DIR_ENV) or None
+
+
+def prepare_workers() -> Callable[[], None]:
+    """In the supervisor, before the workers start: the directory they keep their series in, made
+    empty ($PROMETHEUS_MULTIPROC_DIR when set, else a new temporary one), named in the environment
+    they inherit. Returns what to call once they have all exited (removes a temporary directory).
+
+    It must be set before a worker creates its first metric (prometheus-client picks its value
+    class then): spawned workers inherit it before they import anything."""
+    path = multiprocess_dir()
+    made = path is None
+    if path is None:
+        path = tempfile.mkdtemp(prefix="derender-proxy-metrics-")
+        os.environ[MULTIPROC_DIR_ENV] = path
+    else:
+        os.makedirs(path, exist_ok=True)
+        for old in glob.glob(os.path.join(path, "*.db")):  # a previous run's series would be added in
+            os.remove(old)
+    log.info("workers share their metrics", extra={"fields": {"metrics_dir": path}})
+
+    def cleanup() -> None:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+            os.environ.pop(MULTIPROC_DIR_ENV, None)
+
+    return cleanup
+
+
+def worker_exited(pid: int) -> None:
+    """A worker is gone: its gauges leave the sums (its counters and histograms stay)."""
+    path = multiprocess_dir()
+    if path is not None:
+        mark_process_dead(pid, path)
 
 
 def monotonic() -> float:

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from core.errors import error_json
 from proxy.lifecycle import ABORT_GRACE
-from proxy.metrics import METRICS
+from proxy.metrics import METRICS, prepare_workers, worker_exited
 
 log = logging.getLogger("derender_proxy.lifecycle")
 
@@ -239,12 +239,14 @@ def _supervise(config: Any) -> int:
     if config.port == 0:
         log.error("--workers needs a fixed --port (each worker would get its own random port)")
         return 2
+    cleanup_metrics = prepare_workers()  # one /metrics for all workers: set before they start
     ctx = multiprocessing.get_context("spawn")  # no fork: tokenizers' thread pool does not survive it
     workers = [ctx.Process(target=_worker_main, args=(config,), name=f"derender-proxy-worker-{i}")
                for i in range(config.workers)]
     for process in workers:
         process.start()
     stopping = False
+    gone: set[int] = set()
 
     def stop(signum: int = signal.SIGTERM, frame: Any = None) -> None:
         nonlocal stopping
@@ -259,9 +261,13 @@ def _supervise(config: Any) -> int:
     while any(p.is_alive() for p in workers):
         for process in workers:
             process.join(0.2)
+            if process.exitcode is not None and process.pid not in gone:
+                gone.add(process.pid)  # type: ignore[arg-type]
+                worker_exited(process.pid)  # its gauges leave /metrics' sums
             if process.exitcode not in (None, 0) and not stopping:
                 log.error("worker exited: stopping the others",
                           extra={"fields": {"worker": process.name, "exitcode": process.exitcode}})
                 status = 1
                 stop()
+    cleanup_metrics()
     return status

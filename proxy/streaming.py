@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from core.derender.session import EngineOutputError
 from core.engine_request import engine_body
 from core.errors import RequestError
 from proxy import lifecycle
+from proxy import trace_context
 from proxy.app import STATE
 from proxy.engine.client import EngineError, EngineStream, invalid_response
 from proxy.engine.run import EngineRun, all_or_none, client_error, merged, output_error
@@ -67,9 +69,13 @@ async def _derender(request: web.Request, fn: Any, prompt: int, batch: list[dict
     """`fn(prompt, batch)`, in the thread pool when the batch is large (only this request's
     coroutine touches its session, and it waits here)."""
     tokens = _tokens(batch)
-    if tokens < OFFLOAD_TOKENS:
-        return fn(prompt, batch)
-    return await request.app[STATE].run_cpu(tokens, fn, prompt, batch)
+    started = time.perf_counter()
+    try:
+        if tokens < OFFLOAD_TOKENS:
+            return fn(prompt, batch)
+        return await request.app[STATE].run_cpu(tokens, fn, prompt, batch)
+    finally:
+        trace_context.derendered(time.perf_counter() - started)
 
 
 def _source_engine(sources: Sequence[tuple[EngineStream, Any]], prompt: int) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from proxy.engine.circuit import OPEN, Circuit
+from proxy.trace_context import engine_headers
 from proxy.engine.connections import (BodyTooLarge, ClientError, ConnectFailed, Disconnected, HTTPClient,
                                       Origin, Response)
 from proxy.engine.sse import DONE, EventTooLarge, SSEDecoder, SSEError
@@ -182,6 +183,7 @@ class Engine:
             # would add headers of the client's choosing, or non-ASCII) is left to the body, so the
             # engine's id is always the one our aborts name
             headers += f"X-Request-Id: {request_id}\r\n".encode("ascii")
+        headers += engine_headers()  # the W3C trace context (proxy/tracing.py), when there is one
         try:
             return await self.http.request(self.origin, "POST", path, body=body, headers=headers,
                                            connect_timeout=self.timeouts.connect, read_timeout=timeout)

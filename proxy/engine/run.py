@@ -24,6 +24,7 @@ from aiohttp import web
 
 from core.derender.session import GENERATION_FAILED, EngineOutputError
 from core.errors import RequestError
+from proxy import trace_context
 from proxy.engine.client import INVALID_RESPONSE_MESSAGE, Engine, EngineError, EngineStream
 from proxy.engine.pool import EnginePool
 from proxy.engine.sse import event_bytes_bound
@@ -86,6 +87,7 @@ class EngineRun:
     def calling_engine(self) -> None:
         if self._engine_called is None:
             self._engine_called = time.perf_counter()
+            trace_context.engine_called()
 
     def first_events_written(self) -> None:
         """Record the proxy's own share of this stream's time to first token (once)."""
@@ -107,6 +109,7 @@ class EngineRun:
             raise client_error(exc) from None
         self.streams.append(stream)
         self._first_token = time.perf_counter()
+        trace_context.first_token(stream.engine.url)
         if self.metrics is not None:
             self.metrics.observe_ttft(time.monotonic() - self._t0)
         return stream, first
@@ -119,6 +122,7 @@ class EngineRun:
                                                       max_answer_bytes=output_bound(body, with_prompt=True))
         except EngineError as exc:
             raise client_error(exc) from None
+        trace_context.answered(engine.url)
         return answer, engine
 
     def abort_all(self, cause: str) -> None:
@@ -169,6 +173,7 @@ async def batches(stream: EngineStream, first: dict | None, metrics: Any) -> Asy
             now = time.monotonic()
             metrics.observe_itl(now - last)
             last = now
+    trace_context.output_ended()
 
 
 async def merged(sources: Sequence[tuple[EngineStream, dict | None]], metrics: Any

@@ -1,11 +1,14 @@
-"""deploy/: the compose file, the Kubernetes manifests and the Dockerfile parse, and every
-`derender-proxy` command line they contain is accepted by the real CLI parser."""
+"""deploy/: the compose file, the Kubernetes manifests and the Dockerfile parse, every
+`derender-proxy` command line they contain is accepted by the real CLI parser, the manifests are
+valid against the Kubernetes OpenAPI schemas (kubernetes-validate) of the version the deploy
+README names, and the health checks they run answer as they should against a real proxy."""
 
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -152,7 +155,8 @@ def _seconds(value: str) -> float:
 
 def test_k8s_manifests_parse_and_kustomization_lists_them():
     docs = load_k8s()
-    assert set(docs) == {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "Kustomization"}
+    assert set(docs) == {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                         "Kustomization"}
     listed = set(docs["Kustomization"]["resources"])
     assert listed == {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
 
@@ -188,13 +192,16 @@ def test_k8s_proxy_args_are_accepted_with_the_configmap_values():
     assert env_names == {"DERENDER_API_KEY", "DERENDER_ENGINE_API_KEY"}
 
 
-def test_k8s_probes_hit_health_on_the_container_port():
+def test_k8s_probes_hit_readiness_and_liveness_on_the_container_port():
+    from proxy.probes import LIVE_PATH, READY_PATH
+
     docs = load_k8s()
     (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
     port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        get = container[probe]["httpGet"]
-        assert get["path"] == "/health" and get["port"] in port_names
+    paths = {probe: container[probe]["httpGet"]["path"] for probe in ("readinessProbe", "livenessProbe", "startupProbe")}
+    assert paths == {"readinessProbe": READY_PATH, "livenessProbe": LIVE_PATH, "startupProbe": LIVE_PATH}
+    for probe in paths:
+        assert container[probe]["httpGet"]["port"] in port_names
     annotations = docs["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/path"] == "/metrics"
     assert int(annotations["prometheus.io/port"]) == port_names["http"]
@@ -212,6 +219,10 @@ def test_k8s_service_and_hpa_target_the_deployment():
     target = docs["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     assert docs["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2
+    # the disruption budget covers the same pods and always leaves one serving
+    pdb = docs["PodDisruptionBudget"]["spec"]
+    assert pdb["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["maxUnavailable"] < docs["HorizontalPodAutoscaler"]["spec"]["minReplicas"]
 
 
 def test_k8s_runs_as_non_root_with_read_only_root():
@@ -266,3 +277,138 @@ def test_readme_flags_are_accepted():
     assert flags - {"--tokens-only"} <= _serve_flags()
     for line in re.findall(r"(?m)^derender-proxy .*$", text):  # commands in code blocks
         parse_cli(shlex.split(line)[1:])
+
+
+# --- Kubernetes schemas, autoscaling on the proxy's own metric ---------------------------------------
+
+def kubernetes_version() -> str:
+    """The Kubernetes version the deploy README says the manifests are for."""
+    match = re.search(r"validated against the Kubernetes (\d+\.\d+) API", (DEPLOY / "README.md").read_text())
+    assert match, "deploy/README.md must name the Kubernetes version"
+    return match.group(1)
+
+
+def test_k8s_manifests_are_valid_for_the_kubernetes_version_the_readme_names():
+    import kubernetes_validate
+
+    version = kubernetes_version()
+    checked = []
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] != "Kustomization":  # (kustomize's file, no API object)
+                # strict: an unknown or misspelt field is an error, not silently dropped
+                assert kubernetes_validate.validate(doc, version, strict=True) == version
+                checked.append(doc["kind"])
+    assert set(checked) == set(load_k8s()) - {"Kustomization"}
+
+
+def test_k8s_schema_validation_catches_mistakes():
+    """The validation above can fail: a misspelt field, a wrong type, a wrong apiVersion."""
+    import kubernetes_validate
+
+    version = kubernetes_version()
+    docs = load_k8s()
+    broken = [
+        ("Deployment", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(readinesProbe={})),
+        ("HorizontalPodAutoscaler", lambda d: d["spec"].update(minReplicas="two")),
+        ("PodDisruptionBudget", lambda d: d["spec"].update(maxUnavailabe=1)),
+    ]
+    for kind, spoil in broken:
+        doc = json.loads(json.dumps(docs[kind]))
+        spoil(doc)
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def exported_metrics() -> dict[str, str]:
+    """Every series name the proxy exports, with its type (from the real registry)."""
+    from proxy.metrics import ProxyMetrics
+
+    return {family.name: family.type for family in ProxyMetrics().registry.collect()}
+
+
+def test_hpa_scales_on_a_metric_the_proxy_exports_not_cpu_alone():
+    hpa = load_k8s()["HorizontalPodAutoscaler"]["spec"]
+    kinds = [m["type"] for m in hpa["metrics"]]
+    assert "Resource" in kinds and len(kinds) > 1
+    (pods,) = [m["pods"] for m in hpa["metrics"] if m["type"] == "Pods"]
+    name = pods["metric"]["name"]
+    assert exported_metrics().get(name) == "gauge"  # a level (in flight), averaged over the pods
+    assert pods["target"]["type"] == "AverageValue" and float(pods["target"]["averageValue"]) > 0
+    # the adapter rule serves exactly that series under that name
+    adapter = yaml.safe_load((DEPLOY / "prometheus-adapter-values.yaml").read_text())
+    (rule,) = adapter["rules"]["custom"]
+    assert rule["seriesQuery"].startswith(name + "{")
+    assert rule["name"]["as"] == name and re.fullmatch(rule["name"]["matches"], name)
+    assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its kustomize) is not installed")
+def test_kustomize_builds_the_manifests():
+    import subprocess
+
+    out = subprocess.run(["kubectl", "kustomize", str(K8S)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(out.stdout) if doc}
+    assert kinds == set(load_k8s()) - {"Kustomization"}
+
+
+# --- compose: start order and health checks ------------------------------------------------------------
+
+def start_order(services: dict) -> list[str]:
+    """The order compose starts these services in (depends_on, topologically), or a failure on a cycle."""
+    order: list[str] = []
+    pending = dict(services)
+    while pending:
+        ready = [n for n, s in pending.items() if all(d in order for d in s.get("depends_on", {}))]
+        assert ready, f"depends_on cycle among {sorted(pending)}"
+        for name in sorted(ready):
+            order.append(name)
+            del pending[name]
+    return order
+
+
+@pytest.mark.parametrize("profile,engine,proxy", [("gpu", "engine", "proxy"), ("cpu", "reference-engine", "proxy-cpu")])
+def test_compose_starts_engines_first_and_waits_for_their_health(profile, engine, proxy):
+    services = {n: s for n, s in load_compose()["services"].items() if profile in s["profiles"]}
+    assert start_order(services) == [engine, proxy]
+    for name, service in services.items():
+        check = service["healthcheck"]["test"]
+        assert check[:3] == ["CMD", "python" if name != "engine" else "python3", "-c"], name
+        compile(check[3], name, "exec")
+        for dependency, condition in service.get("depends_on", {}).items():
+            assert condition == {"condition": "service_healthy"}
+            assert "healthcheck" in services[dependency]
+    assert "/health/ready" in services[proxy]["healthcheck"]["test"][3]
+
+
+def run_check(snippet: str, url: str) -> int:
+    """A compose / Dockerfile health check's Python, pointed at `url` instead of 127.0.0.1:8000."""
+    import subprocess
+    import sys
+
+    code = snippet.replace("http://127.0.0.1:8000", url)
+    assert code != snippet
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30).returncode
+
+
+@pytest.mark.slow
+def test_the_health_checks_pass_and_fail_as_they_should(qwen3):
+    from tests.proxy.frontdoor_stack import Stack
+
+    compose = load_compose()["services"]
+    proxy_check = compose["proxy-cpu"]["healthcheck"]["test"][3]
+    engine_check = compose["reference-engine"]["healthcheck"]["test"][3]
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [ln for ln in text.splitlines() if ln.strip().startswith("HEALTHCHECK ")]
+    image_check = json.loads(line[line.index("CMD") + 3:].strip())[2]
+    up = Stack(qwen3)
+    down = Stack(qwen3, engines=0, dead_engines=1)
+    try:
+        assert run_check(engine_check, up.engines[0].url) == 0
+        assert run_check(proxy_check, up.url) == 0 and run_check(image_check, up.url) == 0
+        # a proxy whose engine does not answer is not healthy: what depends on it waits
+        assert run_check(proxy_check, down.url) != 0 and run_check(image_check, down.url) != 0
+    finally:
+        up.close()
+        down.close()

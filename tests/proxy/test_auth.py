@@ -10,10 +10,11 @@ import pytest
 from proxy.app import create_app
 from proxy.auth import bearer_token
 from proxy.config import ServerConfig
+from proxy.probes import LIVE_PATH, READY_PATH
 from tests.proxy.loopback import LoopbackServer
 
 KEY = "sk-test-0123456789"
-OPEN = {"/health", "/metrics"}
+OPEN = {"/health", "/metrics", READY_PATH, LIVE_PATH}  # (the Kubernetes probes: a kubelet has no key)
 
 
 def protected_routes(app) -> list[tuple[str, str]]:
