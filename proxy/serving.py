@@ -269,5 +269,8 @@ def _supervise(config: Any) -> int:
                           extra={"fields": {"worker": process.name, "exitcode": process.exitcode}})
                 status = 1
                 stop()
+    for process in workers:  # one may have exited after its last check in the loop
+        if process.pid not in gone:
+            worker_exited(process.pid)  # type: ignore[arg-type]
     cleanup_metrics()
     return status
