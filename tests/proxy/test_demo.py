@@ -11,8 +11,11 @@ import subprocess
 import time
 
 import openai
+import pytest
 
 from tests.proxy.serve_process import command
+
+pytestmark = pytest.mark.slow  # the demo command end to end, in a subprocess
 
 
 def read_timed(proc: subprocess.Popen, until: str | None = None, timeout: float = 90.0) -> list[tuple[float, str]]:

@@ -409,6 +409,7 @@ async def test_an_interrupted_health_check_or_abort_frees_its_connection(call):
         server.close()
 
 
+@pytest.mark.slow
 async def test_an_abort_that_times_out_in_the_body_frees_its_connection():
     """Failed at 100f327 (the same missing release, through abort's own ABORT_TIMEOUT)."""
     server, port = await raw_server(head_then_stall)

@@ -11,8 +11,11 @@ import urllib.error
 import urllib.request
 
 import aiohttp
+import pytest
 
 from tests.proxy.serve_process import ServeProcess
+
+pytestmark = pytest.mark.slow  # real serve processes, signals, graceful drains: seconds each
 
 
 def get(url: str) -> tuple[int, dict[str, str], bytes]:

@@ -94,6 +94,7 @@ def test_directory_without_tokenizer_is_a_clear_error(tmp_path):
     (["--engine-url", "http://e:1", "--engine-api-key", "key\nX-Other: 1", "--port", "0"],
      "--engine-api-key: printable ASCII characters only"),
 ])
+@pytest.mark.slow
 def test_serve_start_up_errors_are_one_line_and_exit_2(argv, expected):
     import subprocess
     import sys

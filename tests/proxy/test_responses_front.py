@@ -269,6 +269,7 @@ def test_a_background_stream_goes_on_without_its_client_and_resumes(stack):
     assert client.responses.retrieve(response_id).output_text == final.output_text
 
 
+@pytest.mark.slow
 def test_two_processes_share_the_sqlite_store(stack, tmp_path):
     """A `derender-proxy serve` process on the same engine and store file continues what this one stored."""
     tool_loop(stack)

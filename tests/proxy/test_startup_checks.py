@@ -17,6 +17,7 @@ def test_create_app_refuses_a_reasoning_parser_whose_markers_the_tokenizer_lacks
         create_app(ServerConfig(engine_url=["http://127.0.0.1:9"], reasoning_parser="deepseek_r1"), llama3)
 
 
+@pytest.mark.slow
 def test_serve_exits_2_with_one_line_naming_the_flag(model_dirs):
     proc = subprocess.run([sys.executable, "-m", "proxy.cli", "serve", str(model_dirs["llama3"]),
                            "--reasoning-parser", "deepseek_r1", "--engine-url", "http://127.0.0.1:9",
