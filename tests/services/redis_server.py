@@ -1,9 +1,11 @@
 """A real Redis server for tests: Debian's `redis-server`, started on a free loopback port in a
-temporary directory and stopped afterwards. Never skipped: without `redis-server` the tests that
-need it fail, saying how to install it (.ci/run installs it)."""
+temporary directory and stopped afterwards. Never skipped: when `redis-server` is missing it is
+installed from Debian's packages (as root, or with passwordless sudo; `.ci/run` does the same),
+and if that is not possible the tests that need it fail, saying how to install it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -15,6 +17,22 @@ from pathlib import Path
 INSTALL_HINT = "redis-server is not installed: apt-get install redis-server (Debian's package; .ci/run does this)"
 
 
+def redis_binary() -> str:
+    """`redis-server`'s path, installing Debian's package once when it is missing."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "install", "-y", "-qq", "redis-server"], ["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", "redis-server"]):
+            subprocess.run([*sudo, *command], env=env, capture_output=True, timeout=600)
+            binary = shutil.which("redis-server")
+            if binary is not None:
+                break
+    assert binary is not None, INSTALL_HINT
+    return binary
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -23,8 +41,7 @@ def _free_port() -> int:
 
 class RedisServer:
     def __init__(self, directory: Path) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None, INSTALL_HINT
+        binary = redis_binary()
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
