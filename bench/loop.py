@@ -9,6 +9,8 @@ each concurrency level the client runs the same streaming chat requests twice:
 
 * direct: the pre-rendered GenerateRequest to the engine's `/inference/v1/generate` (stream);
 * proxied: the OpenAI chat request to the proxy's `/v1/chat/completions` (stream);
+* responses: the same conversation as an OpenAI Responses request to the proxy's `/v1/responses`
+  (stream, `store: false`), the same prompt and engine reply written as Responses events;
 * messages: the same conversation as an Anthropic Messages request to the proxy's `/v1/messages`
   (stream), the same prompt and engine reply written as Anthropic's event stream.
 
@@ -71,6 +73,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
                     "input_schema": t["function"]["parameters"]} for t in TOOLS]
+RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
 
 
 def free_port() -> int:
@@ -100,10 +103,12 @@ async def wait_up(url: str, timeout: float = 60) -> None:
 
 
 def output_tokens(event: bytes) -> int | None:
-    """The output tokens an event reports: a chat usage chunk's or a Messages `message_delta`'s."""
+    """The output tokens an event reports: a chat usage chunk's, a Messages `message_delta`'s or
+    the final Responses event's response."""
     if b'"usage"' not in event:
         return None
-    usage = orjson.loads(event).get("usage") or {}
+    payload = orjson.loads(event)
+    usage = payload.get("usage") or (payload.get("response") or {}).get("usage") or {}
     found = usage.get("completion_tokens", usage.get("output_tokens"))
     return int(found) if found else None
 
@@ -247,6 +252,9 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
         direct_body = orjson.dumps(rendered)
         # the same conversation through each front door: (row label, path, body)
         apis = [("chat completions", "/v1/chat/completions", orjson.dumps(chat)),
+                ("responses", "/v1/responses", orjson.dumps({"model": "tiny-qwen3", "input": MESSAGES,
+                                                             "tools": RESPONSES_TOOLS, "stream": True,
+                                                             "store": False})),
                 ("messages", "/v1/messages", orjson.dumps({"model": "tiny-qwen3", "max_tokens": 4096,
                                                            "messages": MESSAGES, "tools": ANTHROPIC_TOOLS,
                                                            "stream": True}))]
@@ -310,7 +318,7 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) 
         "",
         f"{rows[0][2][0][1]['tokens'] // max(rows[0][2][0][1]['requests'], 1)} engine tokens per request; "
         f"{per_level} requests per unit of concurrency (at least {min_requests}) per API, in 3 rounds "
-        "alternating direct, chat completions and messages; "
+        "alternating direct, chat completions, responses and messages; "
         f"load average before the run {os.getloadavg()[0]:.1f}.",
         "",
         "| concurrency | API | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) "
@@ -359,14 +367,15 @@ def header(pin: bool) -> str:
         "average). " + placement + "Clients run closed loops whose starts are spread over one request's "
         "duration (a steady state, not a burst). Each request streams one chat answer with reasoning, "
         f"content and a hermes tool call ({len(REPLY)} characters), as a chat completion "
-        "(`/v1/chat/completions`) and as an Anthropic message (`/v1/messages`: the same conversation and "
-        "tool, the same prompt and reply, written as Anthropic's events). One idle event-loop wakeup costs "
+        "(`/v1/chat/completions`), as a Responses request (`/v1/responses`) and as an Anthropic message "
+        "(`/v1/messages`: the same conversation and tool, the same prompt and reply, written as each API's "
+        "events). One idle event-loop wakeup costs "
         f"{wakeup_cost_us():.0f} us of CPU here (an `asyncio.sleep`; a few us on bare metal): when tokens "
         "arrive one at a time, that floor, paid by the engine and twice by the proxy (engine socket, client "
         "socket), dominates the per-token CPU of the paced runs.",
         "",
-        "TTFT = time to the first SSE event (chat: the role chunk; messages: `message_start`; both leave "
-        "with the engine's first token). Added TTFT = proxied minus direct at the same percentile. "
+        "TTFT = time to the first SSE event (chat: the role chunk; responses: `response.created`; messages: "
+        "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the same percentile. "
         "tokens/s = engine tokens delivered per wall second. Proxy CPU is the proxy process's user+system "
         "time (/proc) over the proxied run; tokens per proxy CPU-second is the per-core throughput of the loop. "
         "The engine's CPU per request in the direct run is shown for scale: it parses nothing and only "
@@ -382,8 +391,8 @@ def header(pin: bool) -> str:
         "(spec/anchors.md section 6) set at <= 50% of saturation: the paced table is that condition, the "
         "zero-delay one saturates everything by construction, so its TTFT is queueing (and the proxy, "
         "slower than the bare engine, throttles it). >= 25k streamed tokens/s per core with hermes + qwen3 "
-        "parsers: the tokens per proxy CPU-second column. Issue 13: the messages rows' added TTFT and tokens "
-        "per proxy CPU-second within 10% of the chat completions rows of the same run.",
+        "parsers: the tokens per proxy CPU-second column. Issues 12 and 13: the responses and messages rows' "
+        "added TTFT and tokens per proxy CPU-second within 10% of the chat completions rows of the same run.",
         "",
     ])
 

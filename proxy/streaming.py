@@ -97,11 +97,13 @@ async def pump(request: web.Request, run: EngineRun, sources: Sequence[tuple[Eng
     session = writer.session
     cut = 0
     prompt = 0
+    first = True
     try:
         async for prompt, batch in merged(sources, run.metrics):
             out = await _derender(request, writer.feed, prompt, batch)
-            if out:
+            if out or first:  # the first engine event sends the writer's head even when it adds nothing
                 await emit(out)
+                first = False
             for done in session.to_abort():
                 run.abort(sources[done][0], "stop_string")
                 cut += 1
@@ -136,8 +138,10 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
 
     async def emit(events: list[bytes]) -> None:
         nonlocal unsent
-        if unsent:  # the head leaves with the first token, in one send
+        if unsent:  # the head leaves with the first engine event, in one send
             events, unsent = unsent + events, []
+        if not events:
+            return
         await resp.write(b"".join(events))
         run.first_events_written()
         if keepalive is not None:

@@ -148,3 +148,58 @@ def test_an_engine_that_ignores_max_tokens_is_stopped_there(endless, path, body,
         answer = json.loads(text)
         assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == 5
     wait_for(lambda: len(seen["aborted"]) > before)
+
+
+@pytest.fixture(scope="module")
+def hesitant(qwen3):
+    """An engine whose first event carries no token (a keep-alive), then nothing for 3 s."""
+    async def generate(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        rid = body["request_id"].encode()
+        await resp.write(b'data: {"request_id":"%s","choices":[{"index":0,"finish_reason":null,"token_ids":[]}]}\n\n'
+                         % rid)
+        await asyncio.sleep(3)
+        await resp.write(b'data: {"request_id":"%s","choices":[{"index":0,"finish_reason":"length",'
+                         b'"token_ids":[9707]}]}\n\ndata: [DONE]\n\n' % rid)
+        return resp
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    def engine_app() -> web.Application:
+        app = web.Application()
+        app.router.add_post("/inference/v1/generate", generate)
+        app.router.add_post("/inference/v1/abort_requests", ok)
+        return app
+
+    engine = LoopbackServer(engine_app).start()
+    proxy = LoopbackServer(lambda: create_app(ServerConfig(engine_url=[engine.url], health_check_interval=0,
+                                                           response_store="none"), qwen3)).start()
+    yield proxy
+    proxy.stop()
+    engine.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/responses", {"input": "hi"}),
+    ("/v1/messages", {"model": "tiny-qwen3", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}),
+])
+def test_the_first_events_leave_with_the_engines_first_event_even_without_text(hesitant, path, body):
+    """The role chunk / response.created / message_start go out when the engine's first event
+    arrives, not with the first text (they used to wait for it: here, 3 s)."""
+    import time
+    import urllib.request
+
+    req = urllib.request.Request(hesitant.url + path, data=json.dumps({**body, "stream": True}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    t0 = time.monotonic()
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        first = resp.readline()
+        waited = time.monotonic() - t0
+        rest = resp.read()
+    assert first.strip() and waited < 2.0, (first, waited)  # seconds before the engine's second event
+    assert rest  # and the stream still ends properly

@@ -203,6 +203,7 @@ def non_streamed(frame: ResponsesFrame, session: DerenderSession, counter: Reaso
 # -- the event stream -------------------------------------------------------------------------
 
 NONE, REASONING, CONTENT, TOOL_CALL = "none", "reasoning", "content", "tool_call"
+_NO_LOGPROBS: list[dict[str, Any]] = []  # shared, never mutated
 
 
 class ResponsesStream:
@@ -324,8 +325,7 @@ class ResponsesStream:
         out += [(TOOL_CALL, calls) for calls in groups.values()]
         return out
 
-    def _delta(self, kind: str, value: Any, logprobs: list[dict[str, Any]]) -> list[bytes]:
-        out: list[bytes] = []
+    def _delta(self, kind: str, value: Any, logprobs: list[dict[str, Any]], out: list[bytes]) -> None:
         if kind == TOOL_CALL:
             first = value[0]
             if self.state != TOOL_CALL or self.call.get("index") != first.get("index"):
@@ -339,7 +339,7 @@ class ResponsesStream:
                 else:
                     out.append(self._event("response.function_call_arguments.delta", {
                         "delta": args, "item_id": self.item_id, "output_index": self.output_index}))
-            return out
+            return
         if self.state != kind:
             out += self._close()
             out += self._open(kind)
@@ -348,11 +348,11 @@ class ResponsesStream:
             out.append(self._event("response.reasoning_text.delta", {
                 "content_index": 0, "delta": value, "item_id": self.item_id, "output_index": self.output_index}))
         else:
-            self.logprobs += logprobs
+            if logprobs:
+                self.logprobs += logprobs
             out.append(self._event("response.output_text.delta", {
-                "content_index": 0, "delta": value, "item_id": self.item_id, "logprobs": _delta_logprobs(logprobs),
-                "output_index": self.output_index}))
-        return out
+                "content_index": 0, "delta": value, "item_id": self.item_id,
+                "logprobs": _delta_logprobs(logprobs) if logprobs else [], "output_index": self.output_index}))
 
     def _custom_delta(self) -> list[bytes]:
         payload = decode_custom_tool_input("".join(self.text))
@@ -366,12 +366,19 @@ class ResponsesStream:
 
     def feed(self, prompt: int, batch: list[dict[str, Any]]) -> list[bytes]:
         out: list[bytes] = []
+        counter = self.counter
         for engine_event in batch:
             for event in self.session.feed(prompt, engine_event):
-                self.counter.feed(event.token_ids)
+                if counter.start is not None:
+                    counter.feed(event.token_ids)
                 logprobs = [] if self.hide_logprobs else (response_logprobs(event.logprobs) or [])
-                for kind, value in self._pieces(event):
-                    out += self._delta(kind, value, logprobs if kind == CONTENT else [])
+                if event.tool_calls or not event.parsed or (event.reasoning is not None and event.content):
+                    for kind, value in self._pieces(event):
+                        self._delta(kind, value, logprobs if kind == CONTENT else _NO_LOGPROBS, out)
+                elif event.reasoning is not None:  # the common events: one kind of text
+                    self._delta(REASONING, event.reasoning, _NO_LOGPROBS, out)
+                elif event.content:
+                    self._delta(CONTENT, event.content, logprobs, out)
                 if event.finish_reason is not None:
                     self.finish_reason = event.finish_reason
         return out

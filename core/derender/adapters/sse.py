@@ -24,9 +24,15 @@ def data_event(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
+_EVENT_PREFIXES: dict[str, bytes] = {}
+
+
 def named_event(name: str, payload: dict[str, Any]) -> bytes:
     """A named event (`event: NAME` + data), the Responses and Messages streams."""
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    prefix = _EVENT_PREFIXES.get(name)
+    if prefix is None:  # a handful of names per API: encoded once
+        prefix = _EVENT_PREFIXES[name] = b"event: " + name.encode() + b"\ndata: "
+    return prefix + orjson.dumps(payload) + b"\n\n"
 
 
 def openai_error_event(error: RequestError) -> bytes:
