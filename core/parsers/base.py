@@ -44,6 +44,7 @@ class ParserContext:
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
     tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)
+    include_reasoning: bool = True  # the request's include_reasoning (hidden reasoning may be held, not dropped)
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""
@@ -59,10 +60,6 @@ class ReasoningParser(ABC):
     """Splits model text into reasoning and content."""
 
     name: ClassVar[str]
-    # vLLM's engine-based parsers drop the text of every tokenizer special token that is not one
-    # of their MARKERS, everywhere in the output (core/parsers/special.py); the pipeline applies it
-    drops_special_tokens: bool = False
-    MARKERS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx
@@ -88,17 +85,13 @@ class ReasoningParser(ABC):
         """Non-streaming split, equal to vLLM's `extract_reasoning` (empty parts become None).
 
         The default is one `feed` plus `finish`; families whose vLLM non-streaming rule cannot be
-        expressed by a streaming machine (it looks ahead, e.g. R1 drops text before a late
-        `<think>`) override this with the exact rule.
+        expressed by a streaming machine (it looks ahead, e.g. granite's markers) override this
+        with the exact rule.
         """
         state = self.start(prompt_token_ids)
         r1, c1 = self.feed(state, text, token_ids)
         r2, c2 = self.finish(state)
         return (r1 + r2) or None, (c1 + c2) or None
-
-    def reasoning_finished(self, state: State) -> bool:
-        """Whether the parser has left the reasoning section (content follows)."""
-        return bool(state.get("ended"))
 
     def adjust_request(self, request: Any) -> Any:
         """Render-side request adjustment (most reasoning parsers change nothing)."""
@@ -115,9 +108,6 @@ class ToolParser(ABC):
     # vLLM's engine-based parsers (one grammar for the whole output): their content is used even
     # when no call was found (markup removed), and they run under tool_choice "none" too
     engine_based: ClassVar[bool] = False
-    # as for reasoning parsers: the engine drops special-token text that is not one of its MARKERS
-    drops_special_tokens: bool = False
-    MARKERS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx
@@ -133,6 +123,11 @@ class ToolParser(ABC):
     @abstractmethod
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         """End of output: flush held-back text and unsent argument tails."""
+
+    def tools_called(self, state: State) -> bool:
+        """Streaming: whether vLLM's non-streaming answer would say tools were called even with
+        no call found (then whitespace-only content is dropped), e.g. DeepSeek's block marker."""
+        return False
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:

@@ -41,7 +41,6 @@ from core.parsers.base import (ParserContext, ReasoningParser, State, ToolCallDe
                                aggregate_tool_deltas)
 from core.parsers.families.glm45 import Glm45ReasoningParser
 from core.parsers.families.think import THINK_END, THINK_START, Action
-from core.parsers.registry import register_reasoning, register_tool
 from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
 from core.parsers.text import find_first, merge_tool_deltas, partial_suffix
 
@@ -348,7 +347,6 @@ class DsmlTagModel(TagModel):
                 "at_least_one": False, "stop_after_first": False, "excludes": list(self.excludes)}
 
 
-@register_tool("deepseek_v32")
 class DeepSeekV32ToolParser(_DsmlToolParser):
     name = "deepseek_v32"
     SPELLING = V32
@@ -358,14 +356,12 @@ class DeepSeekV32ToolParser(_DsmlToolParser):
     keeps_unanswered_block = True
 
 
-@register_tool("deepseek_v4")
 class DeepSeekV4ToolParser(_DsmlToolParser):
     name = "deepseek_v4"
     SPELLING = V4
     engine_based = True  # one grammar with the reasoning: the markup never reaches the content
 
 
-@register_tool("deepseek_v41")
 class DeepSeekV41ToolParser(DeepSeekV4ToolParser):
     name = "deepseek_v41"
     SPELLING = V41
@@ -381,7 +377,6 @@ def thinking_enabled(kwargs: dict[str, Any]) -> bool:
     return thinking and kwargs.get("reasoning_effort") != "none"
 
 
-@register_reasoning("deepseek_v4")
 class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
     name = "deepseek_v4"
     SPELLING = V4
@@ -415,7 +410,6 @@ class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
         return not self.thinking
 
 
-@register_reasoning("deepseek_v41")
 class DeepSeekV41ReasoningParser(DeepSeekV4ReasoningParser):
     name = "deepseek_v41"
     SPELLING = V41

@@ -38,7 +38,6 @@ from typing import Any
 
 from core.parsers.base import ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import JsonScanner, new_state
-from core.parsers.registry import register_reasoning, register_tool
 
 # openai-harmony's HARMONY_GPT_OSS encoding: its special tokens and what they decode to
 FIRST_SPECIAL, VOCAB_END = 199998, 201088
@@ -602,5 +601,3 @@ def check_flags(harmony_model: bool, reasoning_parser: str | None, tool_call_par
                          "is not supported yet (give both, as gpt-oss is served)")
 
 
-register_reasoning(HarmonyReasoningParser.name)(HarmonyReasoningParser)
-register_tool(HarmonyToolParser.name)(HarmonyToolParser)

@@ -19,9 +19,8 @@ from collections.abc import Sequence
 
 from core.parsers.base import ParserContext, ReasoningParser, State
 from core.parsers.families.glm45 import Glm45ReasoningParser
-from core.parsers.families.qwen3_xml import Qwen3XmlToolParser
-from core.parsers.families.think import Qwen3ReasoningParser
-from core.parsers.registry import register_reasoning, register_tool
+from core.parsers.families.qwen3 import Qwen3XmlToolParser
+from core.parsers.families.qwen3 import Qwen3ReasoningParser
 
 
 class _StrippedQwen3Reasoning(Qwen3ReasoningParser):
@@ -45,7 +44,6 @@ class _StrippedQwen3Reasoning(Qwen3ReasoningParser):
     parse_complete = ReasoningParser.parse_complete  # qwen3's "thinking off: untouched" does not apply
 
 
-@register_reasoning("step3p5")
 class Step3p5ReasoningParser(_StrippedQwen3Reasoning):
     name = "step3p5"
 
@@ -55,12 +53,10 @@ class Step3p5ReasoningParser(_StrippedQwen3Reasoning):
         self.drops_special_tokens = True
 
 
-@register_tool("step3p5")
 class Step3p5ToolParser(Qwen3XmlToolParser):
     name = "step3p5"
 
 
-@register_reasoning("nemotron_v3")
 class NemotronV3ReasoningParser(_StrippedQwen3Reasoning):
     name = "nemotron_v3"
 
