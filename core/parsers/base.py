@@ -45,6 +45,9 @@ class ParserContext:
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
     tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)
     include_reasoning: bool = True  # the request's include_reasoning (hidden reasoning may be held, not dropped)
+    # vLLM's `_engine_based` composition: no reasoning parser, or an engine-based one (else an
+    # engine tool parser's output without a call is returned as written, markup included)
+    engine_composition: bool = True
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""
@@ -60,6 +63,9 @@ class ReasoningParser(ABC):
     """Splits model text into reasoning and content."""
 
     name: ClassVar[str]
+    # vLLM's engine-based reasoning adapters (with an engine tool parser, the composition is
+    # engine-based: see ToolParser.engine_based)
+    engine_based: ClassVar[bool] = False
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx

@@ -162,6 +162,11 @@ def _coerce_dict(args: dict[str, Any], properties: dict[str, Any]) -> bool:
     return changed
 
 
+def coerced(value: Any, prop: Any) -> Any:
+    """One argument value as `fix_arg_types` leaves it under its property's schema."""
+    return _coerce_value(value, prop)[0] if isinstance(prop, dict) else value
+
+
 def fix_arg_types(args_json: str, name: Any, tools: list[dict[str, Any]] | None) -> str:
     """vLLM's `_fix_arg_types`: the arguments with schema types applied (re-serialized if changed)."""
     if not tools or not name:

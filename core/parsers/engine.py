@@ -58,6 +58,7 @@ class Ev:
     NAME = "name"
     ARGS = "args"
     CALL_END = "call_end"
+    RAW = "raw"  # the text of a lexed token, once markup was read or dropped (`Engine.feed(raw=True)`)
 
 
 Event = tuple[str, str]  # (kind, text)
@@ -71,9 +72,13 @@ class Grammar:
     """A family's output format (vLLM's `ParserEngineConfig`, the parts that affect answers)."""
 
     name: str
-    terminals: Mapping[str, str]  # terminal name -> literal text
+    # terminal name -> literal text, or its spellings (the first is the canonical one)
+    terminals: Mapping[str, str | tuple[str, ...]]
     transitions: Mapping[tuple[str, str], tuple[str, tuple[str, ...]]]
     initial: str = Phase.CONTENT
+    # whether reasoning is open until the prompt or output closes it (vLLM's `wait_for_reasoning`;
+    # None: when the grammar starts in reasoning)
+    wait_for_reasoning: bool | None = None
     # texts that are matched by token id too (never dropped as special tokens)
     id_terminals: frozenset[str] = frozenset()
     strip_trailing_reasoning_whitespace: bool = True
@@ -83,7 +88,17 @@ class Grammar:
     literals: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "literals", {text: name for name, text in self.terminals.items()})
+        object.__setattr__(self, "literals", {text: name for name, value in self.terminals.items()
+                                              for text in ((value,) if isinstance(value, str) else value)})
+
+    def literal(self, terminal: str) -> str | None:
+        """The canonical spelling of a terminal (vLLM's `terminal_literal`)."""
+        value = self.terminals.get(terminal)
+        return value if isinstance(value, str) or value is None else value[0]
+
+    @property
+    def waits_for_reasoning(self) -> bool:
+        return self.initial == Phase.REASONING if self.wait_for_reasoning is None else self.wait_for_reasoning
 
     @functools.cached_property
     def tool_terminals(self) -> frozenset[str]:
@@ -178,6 +193,7 @@ class EngineState(TypedDict):
     ph: str  # the phase
     h: str  # the lexer's held tail (a possible literal's beginning)
     sp: NotRequired[bool]  # inside a tool span that a reasoning pass keeps as text (only while true)
+    rx: NotRequired[bool]  # raw mode: markup was read or dropped, every token's text is reported
 
 
 class Engine:
@@ -191,17 +207,25 @@ class Engine:
         return {"ph": phase or self.grammar.initial, "h": ""}
 
     def feed(self, state: EngineState, text: str, *, final: bool = False, skip_tools: bool = False,
-             skip_reasoning: bool = False) -> list[Event]:
-        """Events for `text`; with `final`, also what the end of output completes."""
+             skip_reasoning: bool = False, raw: bool = False) -> list[Event]:
+        """Events for `text`; with `final`, also what the end of output completes. With `raw`,
+        from the first token that enters or leaves tool markup on, each token's text follows
+        its events as a RAW event (the text as written, markup included): from the first token the
+        grammar reads as markup or drops on, the answer's content may differ from the text."""
         buf = state["h"] + text if state["h"] else text
         events: list[Event] = []
         if buf:
             tokens, state["h"] = self.lexer.lex(buf, final)
             for terminal, value in tokens:
+                before = state["ph"]
                 if terminal is None:
                     self._emit(state, value, events)
                 else:
                     self._terminal(state, terminal, value, events, skip_tools, skip_reasoning)
+                if raw and (state.get("rx") or (terminal is not None and (
+                        terminal == DROP or (before, terminal) in self.grammar.transitions))):
+                    state["rx"] = True
+                    events.append((Ev.RAW, value))
         if final:
             phase = state["ph"]
             if phase in TOOL_PHASES:

@@ -34,6 +34,8 @@ from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, 
 from core.parsers.text import merge_tool_deltas
 
 _NAME_IN_ARGS = re.compile(r'"name"\s*:\s*"([^"]*)"')
+# classic composition: the most raw text held after tool markup while no call is certain
+MAX_RAW_HOLD = 4096
 
 
 # -- reasoning ----------------------------------------------------------------------------
@@ -44,28 +46,61 @@ class EngineReasoningState(TypedDict):
 
 
 class EngineReasoningParser(ReasoningParser):
-    """Reasoning through a family grammar; `thinking` False passes the output through untouched."""
+    """Reasoning through a family grammar (vLLM's `ParserEngineReasoningAdapter`).
+
+    The token ids that end reasoning, the one that opens it and whether a prompt without them
+    leaves it open come from the grammar, as vLLM derives them (`is_reasoning_end`). With
+    thinking off, Qwen3-style families return the output untouched (`PASS_THROUGH_WITHOUT_THINKING`);
+    the others run their no-thinking grammar.
+    """
 
     GRAMMAR: ClassVar[Grammar]
     GRAMMAR_NO_THINKING: ClassVar[Grammar | None] = None
-    START: ClassVar[str]  # the reasoning markers, and the call start that also ends reasoning
-    END: ClassVar[str]
-    TOOL: ClassVar[str]
     BOUNDARIES: ClassVar[tuple[str, ...]] = ()  # turn boundaries: a prompt's markers count after the last
-    MARKERS_REQUIRED: ClassVar[bool] = True  # vLLM refuses a tokenizer without START / END
+    MARKERS_REQUIRED: ClassVar[bool] = True  # a tokenizer without the think tokens is refused
+    PASS_THROUGH_WITHOUT_THINKING: ClassVar[bool] = True
+    engine_based = True
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
         self.thinking = self.thinking_enabled(ctx)
-        self.engine = Engine(self.GRAMMAR if self.thinking else (self.GRAMMAR_NO_THINKING or self.GRAMMAR),
-                             ctx.tokenizer)
+        grammar = self.GRAMMAR if self.thinking else (self.GRAMMAR_NO_THINKING or self.GRAMMAR)
+        self.engine = Engine(grammar, ctx.tokenizer)
         tok = ctx.tokenizer
-        self.start_id = tok.token_to_id(self.START)
-        self.end_id = tok.token_to_id(self.END)
-        if self.MARKERS_REQUIRED and (self.start_id is None or self.end_id is None):
+        start, end = self.GRAMMAR.literal("THINK_START"), self.GRAMMAR.literal("THINK_END")
+        if self.MARKERS_REQUIRED and (start is None or end is None or tok.token_to_id(start) is None
+                                     or tok.token_to_id(end) is None):
             raise ValueError(f"{self.name} reasoning parser could not locate think start/end tokens in the tokenizer!")
+        self.start_id = self._id_terminal(grammar, "THINK_START")
+        self.end_id = self._id_terminal(grammar, "THINK_END")
         self.boundary_ids = frozenset(i for i in (tok.token_to_id(t) for t in self.BOUNDARIES) if i is not None)
-        self.reasoning_end_ids = frozenset(i for i in (self.end_id, tok.token_to_id(self.TOOL)) if i is not None)
+        self.reasoning_end_ids = self._reasoning_end_ids(grammar)
+        opener = grammar.transitions.get((grammar.initial, "THINK_START"))
+        self.start_opens_reasoning = opener is not None and opener[0] == Phase.REASONING
+
+    def _id_terminal(self, grammar: Grammar, terminal: str) -> int | None:
+        text = grammar.literal(terminal)
+        return self.ctx.tokenizer.token_to_id(text) if text in grammar.id_terminals else None
+
+    def _reasoning_end_ids(self, grammar: Grammar) -> frozenset[int]:
+        """vLLM's `_derive_reasoning_end_token_ids`: the ids of the terminals that end reasoning
+        (none at all when reasoning can also end another way, or by a terminal without an id)."""
+        ends: dict[str, str] = {}
+        for (phase, terminal), (nxt, events) in grammar.transitions.items():
+            if phase != Phase.REASONING:
+                continue
+            if Ev.REASONING_END in events:
+                ends.setdefault(terminal, nxt)
+            elif nxt != Phase.REASONING:
+                return frozenset()
+        ids: set[int] = set()
+        for terminal, nxt in ends.items():
+            tid = self._id_terminal(grammar, terminal)
+            if tid is not None:
+                ids.add(tid)
+            elif nxt == Phase.CONTENT:
+                return frozenset()
+        return frozenset(ids)
 
     def thinking_enabled(self, ctx: ParserContext) -> bool:
         return True
@@ -78,16 +113,20 @@ class EngineReasoningParser(ReasoningParser):
         return self.engine.grammar.initial
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        if not self.thinking:
-            return True  # vLLM: with thinking off reasoning has ended, whatever the prompt holds
+        """vLLM's `ParserEngine.is_reasoning_end` on the grammar in use."""
         for tid in reversed(token_ids):
             if tid in self.reasoning_end_ids:
                 return True
             if tid == self.start_id:
-                return False
+                if self.start_opens_reasoning:
+                    return False
+                break
             if tid in self.boundary_ids:
                 break
-        return False
+        return not self.engine.grammar.waits_for_reasoning
+
+    def _passes_through(self) -> bool:
+        return not self.thinking and self.PASS_THROUGH_WITHOUT_THINKING
 
     def adjust_request(self, request: Any) -> Any:
         request.skip_special_tokens = False  # the engine needs the markers' text
@@ -100,12 +139,12 @@ class EngineReasoningParser(ReasoningParser):
         return state
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
-        if not self.thinking:
+        if self._passes_through():
             return "", text
         return self._split(state, self.engine.feed(state["e"], text, skip_tools=True))
 
     def finish(self, state: State) -> tuple[str, str]:
-        if not self.thinking:
+        if self._passes_through():
             return "", ""
         reasoning, content = self._split(state, self.engine.feed(state["e"], "", final=True, skip_tools=True))
         if "rw" in state:
@@ -124,7 +163,7 @@ class EngineReasoningParser(ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if not self.thinking:
+        if self._passes_through():
             return None, text  # vLLM returns the output untouched, "" included
         return super().parse_complete(text, token_ids, prompt_token_ids)
 
@@ -156,17 +195,31 @@ class EngineToolState(TypedDict):
     d: str  # text after the first tool event, held while no name went out
     c: CallState | None
     ns: bool  # non-streaming: arguments are computed once, at the end of each call
+    rx: str | None  # classic composition: the raw text from the first markup the engine reads (or
+    # drops) on, while no call is in the answer (the content if none comes); None once one is, or
+    # past MAX_RAW_HOLD
+    rc: str  # the engine's content since then, held until a call is in the answer
 
 
 class ArgStreamer:
     """Streams a call's arguments before the call ends; the base streams nothing (the whole
-    arguments go out with the end of the call)."""
+    arguments go out with the end of the call).
+
+    A streamer that knows the final arguments without the call's raw text (`keeps_raw` False)
+    gets each argument text once, and `finish` gives the rest of the arguments at the call's end;
+    the raw text is then not kept once the header went out.
+    """
+
+    keeps_raw: ClassVar[bool] = True
 
     def start(self, parser: EngineToolParser, call: CallState) -> dict[str, Any] | None:
         return None
 
     def feed(self, parser: EngineToolParser, call: CallState, text: str) -> str:
         return ""
+
+    def finish(self, parser: EngineToolParser, call: CallState) -> str:
+        raise NotImplementedError  # only streamers with keeps_raw False are asked
 
 
 class EngineToolParser(ToolParser):
@@ -183,6 +236,9 @@ class EngineToolParser(ToolParser):
         self.grammar = self.engine.grammar
         # no reasoning parser: reasoning markup the grammar knows is plain text here
         self.skip_reasoning = ctx.reasoning_parser is None
+        # a classic reasoning parser in front (vLLM's composition is then not engine-based): an
+        # output without a call is content as written, markup included
+        self.raw_fallback = not ctx.engine_composition
         # tool_choice "none" with tools: vLLM ignores the tool events, the text stays content
         self.suppress = ctx.tool_choice == "none" and bool(ctx.tools)
         self.names = {(t.get("function") or {}).get("name") for t in ctx.tools or ()}
@@ -275,17 +331,20 @@ class EngineToolParser(ToolParser):
 
     def start(self) -> State:
         return {"e": self.engine.start(Phase.CONTENT), "seen": False, "slots": False, "sent": False,
-                "called": False, "n": 0, "cw": "", "nw": False, "d": "", "c": None, "ns": False}
+                "called": False, "n": 0, "cw": "", "nw": False, "d": "", "c": None, "ns": False,
+                "rx": "" if self.raw_fallback else None, "rc": ""}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
-        events = self.engine.feed(state["e"], text, skip_reasoning=self.skip_reasoning)
+        events = self.engine.feed(state["e"], text, skip_reasoning=self.skip_reasoning,
+                                  raw=state["rx"] is not None)
         content: list[str] = []
         out: list[ToolCallDelta] = []
         self._events(state, events, content, out)
         return "".join(content), merge_tool_deltas(out)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
-        events = self.engine.feed(state["e"], "", final=True, skip_reasoning=self.skip_reasoning)
+        events = self.engine.feed(state["e"], "", final=True, skip_reasoning=self.skip_reasoning,
+                                  raw=state["rx"] is not None)
         content: list[str] = []
         out: list[ToolCallDelta] = []
         self._events(state, events, content, out)
@@ -298,6 +357,7 @@ class EngineToolParser(ToolParser):
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         state = self.start()
         state["ns"] = True
+        state["rx"] = None  # (the pipeline keeps the content as written itself)
         content, deltas = self.feed(state, text, token_ids)
         tail, more = self.finish(state)
         content = (content + tail) or None
@@ -310,6 +370,8 @@ class EngineToolParser(ToolParser):
         for kind, value in events:
             if kind == Ev.TEXT:
                 self._text(state, value, content)
+            elif kind == Ev.RAW:
+                self._raw(state, value, content)
             elif self.suppress or kind not in (Ev.CALL_START, Ev.NAME, Ev.ARGS, Ev.CALL_END):
                 continue
             elif kind == Ev.CALL_START:
@@ -328,6 +390,7 @@ class EngineToolParser(ToolParser):
                 self._args(state, state["c"], value, out)
             else:
                 self._end_call(state, out)
+        self._release_held_content(state, content)
 
     def _text(self, state: EngineToolState, text: str, content: list[str]) -> None:
         if self.suppress:
@@ -335,7 +398,14 @@ class EngineToolParser(ToolParser):
         elif state["seen"]:
             if not state["sent"]:
                 state["d"] += text
-        elif state["ns"]:
+        elif state["rx"]:
+            state["rc"] += text  # the answer may yet be the raw text: held until a call is certain
+        else:
+            self._content_text(state, text, content)
+
+    def _content_text(self, state: EngineToolState, text: str, content: list[str]) -> None:
+        """Content before the first tool event, with the whitespace vLLM may strip held back."""
+        if state["ns"]:
             state["cw"] += text  # non-streaming: vLLM's whitespace rules apply to the whole content
         elif self.grammar.strip_content_whitespace_with_tools:
             body = text.rstrip()
@@ -354,13 +424,32 @@ class EngineToolParser(ToolParser):
         else:
             state["cw"] += text
 
+    def _raw(self, state: EngineToolState, text: str, content: list[str]) -> None:
+        if state["rx"] is not None and not state["called"]:
+            state["rx"] += text
+            if len(state["rx"]) <= MAX_RAW_HOLD:
+                return
+            state["rx"] = None  # too long to hold: the engine's content it is (documented)
+        self._release_held_content(state, content)
+
+    def _release_held_content(self, state: EngineToolState, content: list[str]) -> None:
+        """A call is in the answer (or the raw text was given up): the engine's content held
+        while the answer could still be the raw text goes out."""
+        if state["rc"] and state["rx"] is None:
+            held, state["rc"] = state["rc"], ""
+            self._content_text(state, held, content)
+
     def _final_content(self, state: EngineToolState) -> str:
         """What of the content is still to be sent: held whitespace and deferred text, by
         vLLM's rules (the content is stripped when calls are found; blank content is dropped
-        when a call started)."""
+        when a call started); in the classic composition without a call, the text as written."""
         grammar = self.grammar
         deferred = "" if state["sent"] else state["d"]
         rest = state["cw"] + deferred
+        if state["rx"] and not state["called"]:
+            rest = state["cw"] + state["rx"]
+            state["rx"] = state["cw"] = state["d"] = state["rc"] = ""
+            return rest
         state["cw"] = state["d"] = ""
         if self.suppress:
             return rest
@@ -383,7 +472,8 @@ class EngineToolParser(ToolParser):
         state["d"] = ""
 
     def _args(self, state: EngineToolState, call: CallState, value: str, out: list[ToolCallDelta]) -> None:
-        call["ra"] += value
+        if not (call["hdr"] and not self.STREAMER.keeps_raw):
+            call["ra"] += value
         if not call["sent"]:
             if call["nm"]:
                 self.emit_name(state, call, call["nm"])
@@ -395,6 +485,8 @@ class EngineToolParser(ToolParser):
             self._header(state, call, out)
             if call["hdr"]:
                 value = call["ra"]  # everything so far streams from the start
+                if not self.STREAMER.keeps_raw:
+                    call["ra"] = ""
         if call["hdr"] and value:
             piece = self.STREAMER.feed(self, call, value)
             if piece:
@@ -409,6 +501,7 @@ class EngineToolParser(ToolParser):
         call["out"] = state["n"]
         state["n"] += 1
         state["called"] = True
+        state["rx"] = None
         call["a"] = self.STREAMER.start(self, call)
         out.append({"index": call["out"], "id": self.call_id(call), "type": "function",
                     "function": {"name": name, "arguments": ""}})
@@ -417,6 +510,11 @@ class EngineToolParser(ToolParser):
         call = state["c"]
         state["c"] = None
         self.on_call_end(call)
+        if call["hdr"] and not self.STREAMER.keeps_raw:
+            rest = self.STREAMER.finish(self, call)
+            if rest:
+                out.append({"index": call["out"], "function": {"arguments": rest}})
+            return
         if not call["sent"]:
             name = call["nm"] or self.name_in_args(call) or ""
             if self.accept_name(name):
@@ -430,6 +528,7 @@ class EngineToolParser(ToolParser):
             call["out"] = state["n"]
             state["n"] += 1
             state["called"] = True
+            state["rx"] = None
             out.append({"index": call["out"], "id": self.call_id(call), "type": "function",
                         "function": {"name": name, "arguments": args}})
             return

@@ -128,13 +128,17 @@ class ChatOutputParser:
         self.include_reasoning = getattr(request, "include_reasoning", True) is not False
         self.parallel = getattr(request, "parallel_tool_calls", True) is not False
         self.forced = self.choice in ("required", "named")
+        # vLLM's `_engine_based` composition: an engine tool parser behind no reasoning parser or
+        # an engine-based one (its markup-free content is the answer even without a call, and it
+        # runs under tool_choice "none" too)
+        self.engine_based = tools is not None and tools.engine_based and (reasoning is None or reasoning.engine_based)
         self.keeps_calls = self.forced or (
             enable_auto_tool_choice and tools is not None and self.choice == "auto"
             and bool(getattr(request, "tools", None)))
         if tools is None:
             self.mode = "plain"  # no tool phase: content passes through
         elif self.choice == "none":
-            self.mode = "auto" if tools.engine_based else "plain"  # calls are dropped by the gate
+            self.mode = "auto" if self.engine_based else "plain"  # calls are dropped by the gate
         elif self.choice == "named" and tools.supports_required_and_named:
             self.mode = "named"
         elif self.choice == "required" and tools.supports_required_and_named:
@@ -159,7 +163,8 @@ class ChatOutputParser:
                             history_tool_call_count=history_tool_call_count(request),
                             reasoning_parser=reasoning_parser,
                             tool_choice=_dump(getattr(request, "tool_choice", None)),
-                            include_reasoning=getattr(request, "include_reasoning", True) is not False)
+                            include_reasoning=getattr(request, "include_reasoning", True) is not False,
+                            engine_composition=reasoning_cls is None or reasoning_cls.engine_based)
         return cls(model=model, reasoning=reasoning_cls(ctx) if reasoning_cls else None,
                    tools=tool_cls(ctx) if tool_cls else None, request=request,
                    enable_auto_tool_choice=enable_auto_tool_choice)
@@ -387,7 +392,7 @@ class ChatOutputParser:
         mode = self.mode
         if self.tools is None or mode == "plain":
             return [], content
-        if self.choice == "none":  # engine-based parsers still strip their markup
+        if self.choice == "none":  # engine-based composition: the markup is still stripped
             _, rest = self.tools.extract_complete(content or "", token_ids)
             return [], rest
         if mode == "named":
@@ -407,6 +412,6 @@ class ChatOutputParser:
             return calls, rest
         if self.forced and (content is None or not content.strip()):
             return [], None
-        if self.tools.engine_based:
+        if self.engine_based:
             return None, rest or None
         return None, content

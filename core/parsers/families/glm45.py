@@ -72,7 +72,7 @@ class Glm45ReasoningParser(EngineReasoningParser):
     name = "glm45"
     GRAMMAR = GLM
     GRAMMAR_NO_THINKING = GLM_NO_THINKING
-    START, END, TOOL, BOUNDARIES = THINK_START, THINK_END, TOOL_START, TURN_BOUNDARIES
+    BOUNDARIES = TURN_BOUNDARIES
 
     def thinking_enabled(self, ctx: ParserContext) -> bool:
         return thinking_on(ctx.chat_template_kwargs)

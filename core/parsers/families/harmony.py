@@ -108,13 +108,17 @@ def parse_header(text: str, assistant_role: bool) -> dict[str, Any] | None:
     """{role, channel, recipient, content_type} of a header, or None where openai-harmony errs."""
     channel = None
     at = text.find(CHANNEL_MARK)
-    if at != -1:
+    while at != -1:
+        # the first marker's value is the channel (it may not be empty); later markers are
+        # removed with their values, as openai-harmony does
         after = text[at + len(CHANNEL_MARK):]
         end = next((i for i, ch in enumerate(after) if ch.isspace() or ch == "<"), len(after))
-        if end == 0:
-            return None
-        channel = after[:end]
+        if channel is None:
+            if end == 0:
+                return None
+            channel = after[:end]
         text = text[:at] + after[end:]
+        at = text.find(CHANNEL_MARK, at)
     text = text.strip()
     if CONSTRAIN_MARK in text:
         text = text.replace(CONSTRAIN_MARK, " " + CONSTRAIN_MARK).strip()
@@ -496,6 +500,7 @@ class HarmonyReasoningParser(ReasoningParser):
     """`openai_gptoss`: runs the Harmony machine; hands tool calls to a paired `openai` parser."""
 
     name = "openai_gptoss"
+    engine_based = True  # one grammar for reasoning and calls (vLLM's HarmonyParser)
 
     def _partner(self) -> HarmonyToolParser | None:
         return getattr(self.ctx, "_harmony_tools", None)

@@ -68,7 +68,7 @@ class KimiK2ReasoningParser(Glm45ReasoningParser):
     name = "kimi_k2"
     GRAMMAR = KIMI
     GRAMMAR_NO_THINKING = KIMI_NO_THINKING
-    TOOL, BOUNDARIES = SECTION_BEGIN, ()  # vLLM's Kimi config has no turn boundaries
+    BOUNDARIES = ()  # vLLM's Kimi config has no turn boundaries
 
 
 def parse_header(header: str | None) -> tuple[str, str] | None:

@@ -52,7 +52,7 @@ def mistral_grammar(reasoning: bool) -> Grammar:
                          (R, "TOOL_CALLS"): (N, (Ev.REASONING_END, Ev.CALL_START))} if reasoning else {}
     start = (Ev.REASONING_END, Ev.CALL_START) if reasoning else (Ev.CALL_START,)
     return Grammar(
-        name="mistral", initial=C,
+        name="mistral", initial=C, wait_for_reasoning=reasoning,
         terminals={**think, "TOOL_CALLS": TOOL_CALLS, "ARGS": ARGS, "OPEN_BRACE": "{"},
         id_terminals=frozenset(think.values()) | {TOOL_CALLS, ARGS},
         transitions={**think_transitions,
@@ -73,7 +73,7 @@ def _reasoning_vocab(ctx: ParserContext) -> bool:
 class MistralReasoningParser(EngineReasoningParser):
     name = "mistral"
     GRAMMAR = MISTRAL_THINK
-    START, END, TOOL = THINK, THINK_END, TOOL_CALLS
+    GRAMMAR_NO_THINKING = MISTRAL  # without [THINK] in the vocabulary: no reasoning at all
     MARKERS_REQUIRED = False  # without [THINK] there is simply no reasoning
 
     def thinking_enabled(self, ctx: ParserContext) -> bool:

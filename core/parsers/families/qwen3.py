@@ -43,9 +43,10 @@ TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 C, R, P, N, A, B = Phase.CONTENT, Phase.REASONING, Phase.PREAMBLE, Phase.NAME, Phase.ARGS, Phase.BETWEEN
 
 
-def qwen3_grammar(initial: str) -> Grammar:
+def qwen3_grammar(initial: str, name: str = "qwen3", strip_reasoning: bool = False) -> Grammar:
+    """vLLM's `qwen3_config` (also the base of step3p5 and nemotron_v3, which strip the reasoning)."""
     return Grammar(
-        name="qwen3", initial=initial,
+        name=name, initial=initial,
         terminals={"THINK_START": THINK_START, "THINK_END": THINK_END, "TOOL_START": TOOL_START,
                    "TOOL_END": TOOL_END, "FUNC_PREFIX": FUNC, "FUNC_END": FUNC_END, "PARAM_START": PARAM,
                    "PARAM_END": PARAM_END, "CLOSE_ANGLE": ">"},
@@ -72,7 +73,7 @@ def qwen3_grammar(initial: str) -> Grammar:
             (B, "TOOL_START"): (P, (Ev.CALL_START,)),
             (B, "FUNC_PREFIX"): (N, (Ev.CALL_START,)),
         },
-        strip_trailing_reasoning_whitespace=False)
+        strip_trailing_reasoning_whitespace=strip_reasoning)
 
 
 QWEN3 = qwen3_grammar(R)
@@ -83,7 +84,7 @@ class Qwen3ReasoningParser(EngineReasoningParser):
     name = "qwen3"
     GRAMMAR = QWEN3
     GRAMMAR_NO_THINKING = QWEN3_NO_THINKING
-    START, END, TOOL, BOUNDARIES = THINK_START, THINK_END, TOOL_START, TURN_BOUNDARIES
+    BOUNDARIES = TURN_BOUNDARIES
 
     def thinking_enabled(self, ctx: ParserContext) -> bool:
         return bool(ctx.chat_template_kwargs.get("enable_thinking", True))

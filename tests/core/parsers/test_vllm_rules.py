@@ -73,6 +73,26 @@ CASES = [
                                          "r</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}"
                                          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", AUTO),
      message("r", None, (TOOL_ID, "ping", "{}"))),
+    # llama4_pythonic: a leading <|python_start|> without a call list stays in the content
+    ("python_start, no list", case("llama3", None, "llama4_pythonic",
+                                   "<|python_start|>get_weather('positional')]<|python_end|>", AUTO),
+     message(None, "<|python_start|>get_weather('positional')]<|python_end|>")),
+    # an engine tool parser behind a classic reasoning parser (vLLM's composition is then not
+    # engine-based): an output without a call, or tool_choice "none", keeps its markup as written
+    ("classic composition, no call", case("qwen3", "deepseek_r1", "qwen3_xml",
+                                          "<think>r<|endoftext|></think>A<|box_start|>B", AUTO),
+     message("r<|endoftext|>", "A<|box_start|>B")),
+    ("classic composition, broken call", case("qwen3", "deepseek_r1", "qwen3_xml",
+                                              "<think>r</think>A<tool_call>\n<function=\n</tool_call>B<|box_start|>", AUTO),
+     message("r", "A<tool_call>\n<function=\n</tool_call>B<|box_start|>")),
+    ("classic composition, unknown tool", case("qwen3", "deepseek_r1", "glm45",
+                                               "<think>r</think>A<tool_call>unknown</tool_call> B", AUTO),
+     message("r", "A<tool_call>unknown</tool_call> B")),
+    ("classic composition, a call", case("qwen3", "deepseek_r1", "qwen3_xml",
+                                         "<think>r</think>A\n" + PING + "B<|box_start|>", AUTO),
+     message("r", "A", (TOOL_ID, "ping", "{}"))),
+    ("classic composition, none", case("qwen3", "deepseek_r1", "qwen3_xml", "<think>r</think>A\n" + PING + "B", NONE),
+     message("r", "A\n" + PING + "B")),
 ]
 
 
