@@ -156,6 +156,8 @@ class PythonicToolParser(ToolParser):
                 text = text[1:]
             else:
                 state["ph"] = self.CONTENT
+                if state.get("tags"):  # no call list: the output is content as written
+                    text = PYTHON_START + text
         if state["ph"] == self.CONTENT:
             return text, []
         if state.get("raw") is not None:
