@@ -114,6 +114,11 @@ class ToolParser(ABC):
     # vLLM's engine-based parsers (one grammar for the whole output): their content is used even
     # when no call was found (markup removed), and they run under tool_choice "none" too
     engine_based: ClassVar[bool] = False
+    # one grammar for reasoning, content and calls (Harmony): the pipeline feeds the family on
+    # every step with the token ids, even when the reasoning parser gave no content, and its
+    # content is the answer as the family gives it (vLLM's path for such a format applies none of
+    # the generic content rules: whitespace-only content beside calls or under a forced choice stays)
+    unified: ClassVar[bool] = False
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx

@@ -12,7 +12,10 @@ families the way vLLM 0.33's `DelegatingParser` + `assemble_chat_message_fields`
 * `include_reasoning: false` hides reasoning; `finish_reason` becomes "tool_calls" when calls
   were returned, the engine said "stop" and the choice is not a named tool;
 * whitespace-only content before tool calls is dropped (held back while streaming until it is
-  known whether a call follows);
+  known whether a call follows), except for a `unified` family (Harmony: one grammar for
+  reasoning and calls, fed on every step, its content taken as it gives it);
+* an engine tool parser behind a classic reasoning parser is composed the classic way (vLLM's
+  `_engine_based` is false): an output without a call, or tool_choice "none", keeps its markup;
 * vLLM's engine families (core/parsers/engine.py) drop the text of the tokenizer's other special
   tokens inside their own lexer, in the reasoning pass and in the tool pass, as vLLM does.
 
@@ -268,15 +271,18 @@ class ChatOutputParser:
         if mode == "required":
             return self._required(state, content, final)
         tstate = state["t"]
+        unified = self.tools.unified
         if not state["inw"] and content.strip():
             state["inw"] = True  # the family got more than whitespace (vLLM's forced rule looks at that)
-        text, calls = self.tools.feed(tstate, content, token_ids) if content else ("", [])
+        text, calls = self.tools.feed(tstate, content, token_ids) if content or unified else ("", [])
         if final:
             tail, more = self.tools.finish(tstate)
             text += tail
             calls = calls + more
             if self.tools.tools_called(tstate):
                 state["fc"] = True
+        if unified:
+            return text, calls
         return self._hold_leading_whitespace(state, text, calls, final), calls
 
     def _hold_leading_whitespace(self, state: dict[str, Any], text: str, calls: list, final: bool) -> str:
@@ -406,6 +412,8 @@ class ChatOutputParser:
             return [{"id": None, "name": escape_lone_surrogates(d.name), "arguments": dumps(d.parameters)}
                     for d in parsed], None
         calls, rest = self.tools.extract_complete(content if content is not None else "", token_ids)
+        if self.tools.unified:
+            return calls, rest
         if calls is not None:  # vLLM's tools_called (possibly with no complete call)
             if rest and rest.strip() == "":
                 rest = None
