@@ -41,6 +41,8 @@ class ParserContext:
     tokenizer: Tokenizer
     tools: list[dict[str, Any]] | None = None  # OpenAI tool objects, as sent by the client
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # effective (server defaults applied)
+    # the request's own chat_template_kwargs (what vLLM's nemotron_v3 reads for its content swap)
+    request_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
     tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)

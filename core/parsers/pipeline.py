@@ -163,6 +163,7 @@ class ChatOutputParser:
         ctx = ParserContext(tokenizer=model.tokenizer,
                             tools=[_dump(t) for t in tools] if tools else None,
                             chat_template_kwargs=dict(chat_template_kwargs or {}),
+                            request_chat_template_kwargs=dict(getattr(request, "chat_template_kwargs", None) or {}),
                             history_tool_call_count=history_tool_call_count(request),
                             reasoning_parser=reasoning_parser,
                             tool_choice=_dump(getattr(request, "tool_choice", None)),

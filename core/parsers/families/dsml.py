@@ -203,17 +203,20 @@ class DsmlArgStreamer(ArgStreamer):
                 break
             value_end, consumed = min(ends)
             st["b"], st["s"] = buf[consumed:], 0
-            out.append(self._param(st, m.group(1), param_value(m.group(2), buf[m.end():value_end]), props))
+            out.append(self._param(st, [m.group(1), m.group(2), buf[m.end():value_end]], props))
         return "".join(out)
 
-    def _param(self, st: dict[str, Any], key: str, value: Any, props: dict[str, Any]) -> str:
+    def _param(self, st: dict[str, Any], param: list[Any], props: dict[str, Any], hold: bool = True) -> str:
+        """`param`: [key, string attribute, raw value] (kept raw while held: the state is JSON)."""
         if st["w"] is not None:  # a second parameter: the held one was no wrapper
-            (held_key, held_value), st["w"] = st["w"], None
-            return self._param(st, held_key, held_value, props) + self._param(st, key, value, props)
-        if st["n"] == 0 and key in WRAPPERS and props and key not in props:
-            st["w"] = [key, value]
+            held, st["w"] = st["w"], None
+            return self._param(st, held, props, hold=False) + self._param(st, param, props)
+        key, is_str, raw = param
+        if hold and st["n"] == 0 and key in WRAPPERS and props and key not in props:
+            st["w"] = param
             return ""
-        piece = ("{" if st["n"] == 0 else ", ") + dumps(key) + ": " + dumps(coerced(value, props.get(key)))
+        piece = (("{" if st["n"] == 0 else ", ") + dumps(key) + ": "
+                 + dumps(coerced(param_value(is_str, raw), props.get(key))))
         st["n"] += 1
         return piece
 
@@ -221,12 +224,12 @@ class DsmlArgStreamer(ArgStreamer):
         st = call["a"]
         name = call["nm"].strip()
         if st["w"] is not None:
-            (key, value), st["w"] = st["w"], None
+            held, st["w"] = st["w"], None
             props = tool_properties(parser.ctx.tools, name)
-            inner = unwrap({key: value}, props)
+            inner = unwrap({held[0]: param_value(held[1], held[2])}, props)
             if inner is not None:
                 return fix_arg_types(dumps(inner), name, parser.ctx.tools)
-            return self._param(st, key, value, props) + "}"
+            return self._param(st, held, props, hold=False) + "}"
         return "}" if st["n"] else "{}"
 
 

@@ -8,7 +8,8 @@
 * nemotron_v3: `qwen3_config(thinking)` with the reasoning right-stripped; with `enable_thinking:
   false` the reasoning parser returns the output untouched (as qwen3; a tool pass behind it starts
   in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
-  `force_nonempty_content: true` a whitespace-only (or missing) content is swapped with the
+  `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
+  defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
   reasoning.
 
 Streaming follows the non-streaming answer except for that swap, which only the end of the
@@ -46,7 +47,7 @@ class NemotronV3ReasoningParser(Qwen3ReasoningParser):
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
-        kwargs = ctx.chat_template_kwargs
+        kwargs = ctx.request_chat_template_kwargs  # (vLLM reads the request's, not the server's defaults)
         self.force_content = kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True
 
     def parse_complete(self, text: str, token_ids: Sequence[int],

@@ -442,6 +442,103 @@ def granite_text(rng: Random, case: dict[str, Any]) -> str:
     return lead + think + reasoning + response + content
 
 
+_D = "｜DSML｜"
+# (block opener spellings, block name, the space V4.1 puts after ｜DSML｜)
+DSML_SPELLINGS = {"dsml_v32": ((f"<{_D}function_calls>",), "function_calls", ""),
+                  "dsml_v4": ((f"<{_D}tool_calls>", f"<{_D}tool_calls>", f"<{_D}toolcalls>", f"<{_D}tool>"),
+                              "tool_calls", ""),
+                  "dsml_v41": ((f"<{_D} calls>",), " calls", " ")}
+
+
+def dsml_tags(family: str) -> tuple[str, ...]:
+    starts, block, sp = DSML_SPELLINGS[family]
+    return (*starts, f"</{_D}{block}>", f'<{_D}{sp}invoke name="', '">', f"</{_D}{sp}invoke>",
+            f"<{_D}{sp}parameter", f"</{_D}{sp}parameter>", "<think>", "</think>")
+
+
+def dsml_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES[case["family"]]
+    starts, block, sp = DSML_SPELLINGS[case["family"]]
+    markup = [t for t in fam.tags if t not in ('">',)]
+
+    def invoke() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"])
+        params = []
+        args = arguments(rng, fam.tags)
+        if chance(rng, 0.05):
+            args = {rng.choice(["arguments", "input"]): args}  # a wrapper vLLM unwraps
+        items = list(args.items())
+        if items and chance(rng, 0.04):
+            items.append((items[0][0], json_value(rng)))  # a repeated name: the answer keeps the last
+        for key, value in items:
+            kind = rng.randrange(5)
+            if isinstance(value, str) and kind < 3:
+                attr, text = ' string="true"', value
+            else:
+                attr, text = rng.choice([' string="false"', ' string="false"', ""]), dumps(rng, value)
+            close = "" if chance(rng, 0.04) else f"</{_D}{sp}parameter>"
+            if not close or any(tag in text for tag in markup):
+                case["malformed"] = True
+            params.append(f'<{_D}{sp}parameter name="{key}"{attr}>{text}{close}' + rng.choice(["\n", "\n", ""]))
+        end = "" if chance(rng, 0.04) else f"</{_D}{sp}invoke>"
+        if not end:
+            case["malformed"] = True
+        return f'<{_D}{sp}invoke name="{name}">' + rng.choice(["\n", ""]) + "".join(params) + end
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    lead = prose(rng, fam.tags)
+    if any(tag in lead for tag in markup):
+        case["malformed"] = True
+    text = reasoning + lead
+    for _ in range(rng.choice([0, 1, 1, 1, 2])):
+        invokes = [invoke() for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        if not invokes:
+            case["malformed"] = True  # a block without an invoke
+        if chance(rng, 0.07):
+            text += rng.choice(["", "\n"]) + "\n".join(invokes)  # a bare invoke, no block
+        else:
+            text += (rng.choice(starts) + "\n" + "\n".join(invokes) + "\n"
+                     + ("" if chance(rng, 0.1) else f"</{_D}{block}>"))
+        text += rng.choice(["", "", "\n", " Done.", prose(rng, (), 3)])
+    return text
+
+
+def harmony_text(rng: Random, case: dict[str, Any]) -> str:
+    """gpt-oss output: Harmony messages (analysis, preambles, calls on any channel, finals)."""
+    out = []
+    n = rng.choice([1, 1, 2, 2, 3, 4])
+    for i in range(n):
+        last = i == n - 1
+        start = "" if i == 0 and chance(rng, 0.8) else "<|start|>assistant"
+        shape = rng.randrange(10)
+        if shape < 3:  # a call
+            name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+            recipient = rng.choice([f"functions.{name}", f"functions.{name}", name, "python"])
+            channel = rng.choice(["commentary", "commentary", "analysis"])
+            ctype = rng.choice([" <|constrain|>json", " <|constrain|>json", " json", "", " <|constrain|>code"])
+            body = dumps(rng, arguments(rng))
+            if chance(rng, 0.1):
+                body = text_value(rng)  # not a JSON object: once part of it streamed, no taking it back
+                case["malformed"] = True
+            if chance(rng, 0.07):
+                body = corrupt(rng, body, ())
+                case["malformed"] = True
+            if chance(rng, 0.1):  # the older header: recipient before the channel
+                header = f"{start or '<|start|>assistant'} to={recipient}<|channel|>{channel}{ctype.replace('<|constrain|>', '')}"
+            else:
+                header = f"{start}<|channel|>{channel} to={recipient}{ctype}"
+            end = rng.choice(["<|call|>", "<|call|>", "<|end|>"])
+        else:
+            channel = rng.choice(["analysis", "analysis", "final", "final", "commentary", "secret"])
+            header = f"{start}<|channel|>{channel}"
+            body = prose(rng, (), 8) if chance(rng, 0.9) else spaces(rng)
+            end = "<|return|>" if channel == "final" and last else "<|end|>"
+        out.append(header + "<|message|>" + body + end)
+        if chance(rng, 0.03):
+            out.append(prose(rng, (), 2))  # junk between messages
+    return "".join(out)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
@@ -454,7 +551,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            tags=("<|python_tag|>", "{", "}"), specials=()),
     Family("pythonic", "llama3", ("pythonic", "llama4_pythonic"), (None,), pythonic_text,
            tags=("[", "]", "(", ")", "<|python_end|>"), specials=()),
-    Family("qwen3_xml", "qwen3", ("qwen3_xml", "qwen3_coder"), ("qwen3", None), qwen3_xml_text,
+    Family("qwen3_xml", "qwen3", ("qwen3_xml", "qwen3_coder"), ("qwen3", None, "deepseek_r1"), qwen3_xml_text,
            tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
                  "<think>", "</think>", ">"),
            kwargs=({}, {}, {"enable_thinking": False}), prompts=QWEN_PROMPTS),
@@ -478,6 +575,24 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("mistral_legacy", "mistral3", ("mistral",), ("mistral", None), mistral_text,
            tags=("[TOOL_CALLS]", "[", "]", "{", "}")),
     Family("granite", "qwen3", (None, "hermes"), ("granite",), granite_text, specials=()),
+    # the frontier families (issue 17)
+    Family("step3p5", "qwen3", ("step3p5", "step3p5", None), ("step3p5",), qwen3_xml_text,
+           tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<think>", "</think>", ">"),
+           kwargs=({}, {"enable_thinking": False}), prompts=QWEN_PROMPTS),
+    Family("nemotron_v3", "qwen3", ("qwen3_coder", "qwen3_coder", None), ("nemotron_v3",), qwen3_xml_text,
+           tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<think>", "</think>", ">"),
+           kwargs=({}, {}, {"enable_thinking": False}, {"force_nonempty_content": True}), prompts=QWEN_PROMPTS),
+    Family("dsml_v32", "deepseek_v32", ("deepseek_v32",), ("deepseek_v3", "deepseek_v3", None), dsml_text,
+           tags=dsml_tags("dsml_v32"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({"thinking": True}, {})),
+    Family("dsml_v4", "deepseek_v4", ("deepseek_v4",), ("deepseek_v4", "deepseek_v4", None), dsml_text,
+           tags=dsml_tags("dsml_v4"), specials=("<｜begin▁of▁sentence｜>",),
+           kwargs=({}, {}, {"thinking": False}, {"reasoning_effort": "none"})),
+    Family("dsml_v41", "deepseek_v41", ("deepseek_v41",), ("deepseek_v41", "deepseek_v41", None), dsml_text,
+           tags=dsml_tags("dsml_v41"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({}, {}, {"thinking": False})),
+    Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
+           specials=("<|startoftext|>",)),
 ]}
 
 
@@ -509,5 +624,7 @@ def make_case(family: str, rng: Random) -> dict[str, Any]:
         "chat_template_kwargs": dict(rng.choice(fam.kwargs)), "enable_auto_tools": not chance(rng, 0.05),
         "prompt_text": rng.choice(fam.prompts), "malformed": False,
     }
+    if case["chat_template_kwargs"] and chance(rng, 0.7):  # as a client sends them (not a server default)
+        case["request"]["chat_template_kwargs"] = dict(case["chat_template_kwargs"])
     case["text"] = finish_text(rng, case, fam, fam.make_text(rng, case))
     return case

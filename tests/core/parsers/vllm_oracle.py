@@ -129,10 +129,13 @@ def run_parse_case(case):
     tok = tokenizer(case["tokenizer"])
     auto = case.get("enable_auto_tools", True)
     key = (case["tokenizer"], case.get("tool_parser"), case.get("reasoning_parser"), auto)
-    if key not in _PARSER_CLASSES:
+    harmony = case.get("reasoning_parser") == "openai_gptoss"
+    if key not in _PARSER_CLASSES or harmony:
+        # (vLLM's get_parser sets the Harmony parser's tool and reasoning parsers on its one class:
+        # it is asked again for each case, so the last flags asked for are the case's)
         _PARSER_CLASSES[key] = ParserManager.get_parser(tool_parser_name=case.get("tool_parser"),
                                                         reasoning_parser_name=case.get("reasoning_parser"),
-                                                        enable_auto_tools=auto, tokenizer=tok)
+                                                        enable_auto_tools=auto, tokenizer=tok, is_harmony=harmony)
     cls = _PARSER_CLASSES[key]
     try:
         req = ChatCompletionRequest(model="x", messages=[{"role": "user", "content": "hi"}], **case.get("request", {}))
