@@ -41,9 +41,15 @@ class ParserContext:
     tokenizer: Tokenizer
     tools: list[dict[str, Any]] | None = None  # OpenAI tool objects, as sent by the client
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # effective (server defaults applied)
+    # the request's own chat_template_kwargs (what vLLM's nemotron_v3 reads for its content swap)
+    request_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
     tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)
+    include_reasoning: bool = True  # the request's include_reasoning (hidden reasoning may be held, not dropped)
+    # vLLM's `_engine_based` composition: no reasoning parser, or an engine-based one (else an
+    # engine tool parser's output without a call is returned as written, markup included)
+    engine_composition: bool = True
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""
@@ -59,10 +65,9 @@ class ReasoningParser(ABC):
     """Splits model text into reasoning and content."""
 
     name: ClassVar[str]
-    # vLLM's engine-based parsers drop the text of every tokenizer special token that is not one
-    # of their MARKERS, everywhere in the output (core/parsers/special.py); the pipeline applies it
-    drops_special_tokens: bool = False
-    MARKERS: ClassVar[tuple[str, ...]] = ()
+    # vLLM's engine-based reasoning adapters (with an engine tool parser, the composition is
+    # engine-based: see ToolParser.engine_based)
+    engine_based: ClassVar[bool] = False
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx
@@ -88,17 +93,13 @@ class ReasoningParser(ABC):
         """Non-streaming split, equal to vLLM's `extract_reasoning` (empty parts become None).
 
         The default is one `feed` plus `finish`; families whose vLLM non-streaming rule cannot be
-        expressed by a streaming machine (it looks ahead, e.g. R1 drops text before a late
-        `<think>`) override this with the exact rule.
+        expressed by a streaming machine (it looks ahead, e.g. granite's markers) override this
+        with the exact rule.
         """
         state = self.start(prompt_token_ids)
         r1, c1 = self.feed(state, text, token_ids)
         r2, c2 = self.finish(state)
         return (r1 + r2) or None, (c1 + c2) or None
-
-    def reasoning_finished(self, state: State) -> bool:
-        """Whether the parser has left the reasoning section (content follows)."""
-        return bool(state.get("ended"))
 
     def adjust_request(self, request: Any) -> Any:
         """Render-side request adjustment (most reasoning parsers change nothing)."""
@@ -115,9 +116,11 @@ class ToolParser(ABC):
     # vLLM's engine-based parsers (one grammar for the whole output): their content is used even
     # when no call was found (markup removed), and they run under tool_choice "none" too
     engine_based: ClassVar[bool] = False
-    # as for reasoning parsers: the engine drops special-token text that is not one of its MARKERS
-    drops_special_tokens: bool = False
-    MARKERS: ClassVar[tuple[str, ...]] = ()
+    # one grammar for reasoning, content and calls (Harmony): the pipeline feeds the family on
+    # every step with the token ids, even when the reasoning parser gave no content, and its
+    # content is the answer as the family gives it (vLLM's path for such a format applies none of
+    # the generic content rules: whitespace-only content beside calls or under a forced choice stays)
+    unified: ClassVar[bool] = False
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx
@@ -133,6 +136,11 @@ class ToolParser(ABC):
     @abstractmethod
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         """End of output: flush held-back text and unsent argument tails."""
+
+    def tools_called(self, state: State) -> bool:
+        """Streaming: whether vLLM's non-streaming answer would say tools were called even with
+        no call found (then whitespace-only content is dropped), e.g. DeepSeek's block marker."""
+        return False
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:

@@ -18,10 +18,18 @@ The scanner reads one top-level value and reports:
 Duplicate keys are not folded (json.loads keeps the last value); callers compare the streamed
 text with the exact `json.dumps` at the end of a call and send the difference when it is a
 suffix.
+
+Surrogates: a `\\uD83D\\uDDFC` pair becomes its character (as json.loads reads it), whatever the
+chunk boundaries; the state keeps a pending high surrogate as its code point, never as a
+character, so it always serializes (orjson refuses lone surrogates). A surrogate that stays
+alone is written back as its escape (`dumps`, `escape_lone_surrogates`): UTF-8, and so every
+response body, cannot carry it (vLLM's json.dumps(ensure_ascii=False) keeps it raw and its
+response then fails to encode).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,6 +43,21 @@ _LITERALS = {"true": "true", "false": "false", "null": "null", "NaN": "NaN",
 _LITERAL_PREFIXES = frozenset(p[:i] for p in _LITERALS for i in range(1, len(p) + 1))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """`text` with every lone surrogate written as its JSON escape (valid pairs are characters)."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def dumps(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False), lone surrogates kept as escapes (see above)."""
+    return escape_lone_surrogates(json.dumps(value, ensure_ascii=False))
+
+
 def dumps_str_body(text: str) -> str:
     """The inside of json.dumps(text, ensure_ascii=False), without the quotes."""
     out = []
@@ -45,6 +68,8 @@ def dumps_str_body(text: str) -> str:
             out.append("\\\\")
         elif ch < " ":
             out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}.get(ch, f"\\u{ord(ch):04x}"))
+        elif "\ud800" <= ch <= "\udfff":
+            out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
     return "".join(out)
@@ -69,7 +94,7 @@ def _number_text(raw: str) -> str | None:
 def new_state(capture_depth: int = 1) -> dict[str, Any]:
     # stk: open containers ("o"/"a"); ex: what comes next; tk/tb: partial token and its raw chars;
     # key: last key read at capture depth; cap/cl: captured key and the stack depth its value is at
-    return {"stk": "", "ex": "V", "tk": None, "tb": "", "hs": "", "cd": capture_depth,
+    return {"stk": "", "ex": "V", "tk": None, "tb": "", "hs": 0, "cd": capture_depth,
             "key": None, "kb": None, "cap": None, "cl": 0, "err": False, "done": False}
 
 
@@ -304,24 +329,25 @@ class JsonScanner:
     def _string_char(self, ch: str, is_key: bool, escaped: bool) -> None:
         s = self.s
         code = ord(ch)
-        if 0xD800 <= code <= 0xDBFF:
+        if 0xD800 <= code <= 0xDBFF:  # a high surrogate waits for its low half (kept as a number)
             self._flush_surrogate(is_key)
-            s["hs"] = ch
+            s["hs"] = code
             return
         if 0xDC00 <= code <= 0xDFFF and s["hs"]:
-            high = ord(s["hs"])
-            s["hs"] = ""
-            ch = chr(0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00))
+            ch = chr(0x10000 + ((s["hs"] - 0xD800) << 10) + (code - 0xDC00))
+            s["hs"] = 0
         else:
             self._flush_surrogate(is_key)
+        text = dumps_str_body(ch)  # (a lone low surrogate comes out as its escape)
         if is_key and s["kb"] is not None:
-            s["kb"] += ch
-        self._emit(dumps_str_body(ch))
+            s["kb"] += text if "\ud800" <= ch <= "\udfff" else ch
+        self._emit(text)
 
     def _flush_surrogate(self, is_key: bool) -> None:
+        """A high surrogate not followed by its low half: written back as its escape."""
         s = self.s
         if s["hs"]:
-            ch, s["hs"] = s["hs"], ""
+            text, s["hs"] = f"\\u{s['hs']:04x}", 0
             if is_key and s["kb"] is not None:
-                s["kb"] += ch
-            self._emit(ch)
+                s["kb"] += text
+            self._emit(text)

@@ -1,8 +1,8 @@
 """The chat output parser: reasoning parser, then tool parser, with the request's semantics.
 
 This is what derender (raw `/derender`) and the front door call. It composes the configured
-families the way vLLM 0.33's `DelegatingParser` + `assemble_chat_message_fields` do (spec 2.4
-steps 6-8, 5.3, 6.2):
+families the way vLLM 0.33's `DelegatingParser` + `assemble_chat_message_fields` do
+(vllm/parser/abstract_parser.py, vllm/entrypoints/openai/chat_completion/message_assembly.py):
 
 * tool parsers only with `--enable-auto-tool-choice`; `tool_choice` "none" passes content
   through, a named tool makes the content the arguments, "required" reads a JSON list
@@ -12,10 +12,12 @@ steps 6-8, 5.3, 6.2):
 * `include_reasoning: false` hides reasoning; `finish_reason` becomes "tool_calls" when calls
   were returned, the engine said "stop" and the choice is not a named tool;
 * whitespace-only content before tool calls is dropped (held back while streaming until it is
-  known whether a call follows);
-* an engine-based family (`drops_special_tokens`) drops the text of the tokenizer's other
-  special tokens: before the reasoning parser when it is the engine one (so reasoning, content
-  and tool calls are all cleaned), else from the content before an engine tool parser.
+  known whether a call follows), except for a `unified` family (Harmony: one grammar for
+  reasoning and calls, fed on every step, its content taken as it gives it);
+* an engine tool parser behind a classic reasoning parser is composed the classic way (vLLM's
+  `_engine_based` is false): an output without a call, or tool_choice "none", keeps its markup;
+* vLLM's engine families (core/parsers/engine.py) drop the text of the tokenizer's other special
+  tokens inside their own lexer, in the reasoning pass and in the tool pass, as vLLM does.
 
 All progress lives in one JSON-able `state` dict (the families' states inside it); its size is
 bounded by the current tool call, not by the output. Tool-call ids are derived from a per-stream
@@ -29,15 +31,14 @@ import hashlib
 import json
 import secrets
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolCallDelta, ToolParser
-from core.parsers.jsonstream import JsonScanner, new_state
+from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, new_state
 from core.parsers.registry import get_reasoning_parser, get_tool_parser
-from core.parsers.special import SpecialTokenDropper, dropper_for
 
 _WS = " \t\n\r"
 
@@ -53,6 +54,36 @@ class _FunctionDefinition(BaseModel):
 
 
 _REQUIRED_LIST = TypeAdapter(list[_FunctionDefinition])
+
+
+class OutputState(TypedDict):
+    """The pipeline's progress (in stream_state: the keys are short, the meaning is here)."""
+
+    r: Any  # the reasoning parser's state, or None
+    t: Any  # the tool family's state (auto), NamedState, RequiredState, or None
+    ts: bool  # tool calls were streamed (the finish_reason becomes "tool_calls")
+    ws: str  # content held while it is all whitespace
+    nw: bool  # content had non-whitespace (nothing more is held)
+    inw: bool  # the tool family got non-whitespace content (vLLM's forced-choice rule)
+    fc: NotRequired[bool]  # the family found a call (whitespace-only content is dropped)
+    seed: str  # per-stream seed of the tool-call ids
+
+
+class NamedState(TypedDict):
+    hdr: bool  # the call's header went out (the content is its arguments)
+
+
+class RequiredCall(TypedDict):
+    nm: str  # the name's JSON text while it is read
+    hdr: bool  # the header went out
+    pa: str  # arguments read before the name
+    p: bool  # a "parameters" key was seen
+
+
+class RequiredState(TypedDict):
+    js: dict[str, Any]  # the JSON scanner over the list of calls
+    n: int  # calls sent
+    cur: RequiredCall | None
 
 
 def _dump(value: Any) -> Any:
@@ -100,13 +131,17 @@ class ChatOutputParser:
         self.include_reasoning = getattr(request, "include_reasoning", True) is not False
         self.parallel = getattr(request, "parallel_tool_calls", True) is not False
         self.forced = self.choice in ("required", "named")
+        # vLLM's `_engine_based` composition: an engine tool parser behind no reasoning parser or
+        # an engine-based one (its markup-free content is the answer even without a call, and it
+        # runs under tool_choice "none" too)
+        self.engine_based = tools is not None and tools.engine_based and (reasoning is None or reasoning.engine_based)
         self.keeps_calls = self.forced or (
             enable_auto_tool_choice and tools is not None and self.choice == "auto"
             and bool(getattr(request, "tools", None)))
         if tools is None:
             self.mode = "plain"  # no tool phase: content passes through
         elif self.choice == "none":
-            self.mode = "auto" if tools.engine_based else "plain"  # calls are dropped by the gate
+            self.mode = "auto" if self.engine_based else "plain"  # calls are dropped by the gate
         elif self.choice == "named" and tools.supports_required_and_named:
             self.mode = "named"
         elif self.choice == "required" and tools.supports_required_and_named:
@@ -115,22 +150,6 @@ class ChatOutputParser:
             self.mode = "auto"
         else:
             self.mode = "plain"
-        # ids the family mints itself (kimi_k2 counts from the calls already in the history)
-        self.id_base = history_tool_call_count(request) if tools is not None else 0
-        self.drop_stage, self.dropper = self._special_token_drop(model)
-
-    def _special_token_drop(self, model: ModelInfo) -> tuple[str | None, SpecialTokenDropper | None]:
-        """Where special-token text is dropped: "r" before reasoning, "t" before tools, or nowhere."""
-        reasoning, tools = self.reasoning, self.tools
-        if reasoning is not None and reasoning.drops_special_tokens:
-            stage = "r"
-        elif tools is not None and tools.drops_special_tokens:
-            stage = "t"
-        else:
-            return None, None
-        markers = frozenset((reasoning.MARKERS if reasoning else ()) + (tools.MARKERS if tools else ()))
-        dropper = dropper_for(model.tokenizer, markers)
-        return (stage, dropper) if dropper else (None, None)
 
     @classmethod
     def for_request(cls, *, model: ModelInfo, reasoning_parser: str | None, tool_call_parser: str | None,
@@ -144,9 +163,12 @@ class ChatOutputParser:
         ctx = ParserContext(tokenizer=model.tokenizer,
                             tools=[_dump(t) for t in tools] if tools else None,
                             chat_template_kwargs=dict(chat_template_kwargs or {}),
+                            request_chat_template_kwargs=dict(getattr(request, "chat_template_kwargs", None) or {}),
                             history_tool_call_count=history_tool_call_count(request),
                             reasoning_parser=reasoning_parser,
-                            tool_choice=_dump(getattr(request, "tool_choice", None)))
+                            tool_choice=_dump(getattr(request, "tool_choice", None)),
+                            include_reasoning=getattr(request, "include_reasoning", True) is not False,
+                            engine_composition=reasoning_cls is None or reasoning_cls.engine_based)
         return cls(model=model, reasoning=reasoning_cls(ctx) if reasoning_cls else None,
                    tools=tool_cls(ctx) if tool_cls else None, request=request,
                    enable_auto_tool_choice=enable_auto_tool_choice)
@@ -180,41 +202,28 @@ class ChatOutputParser:
     # -- streaming --------------------------------------------------------------------------
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "r": self.reasoning.start(prompt_token_ids) if self.reasoning else None,
-            "t": None, "ts": False, "ws": "", "nw": False, "seed": secrets.token_hex(8),
-        }
+        """A new stream's state: a JSON-able dict (it goes into stream_state)."""
+        tools: Any = None
         if self.mode == "auto":
-            state["t"] = self.tools.start()
+            tools = self.tools.start()
         elif self.mode == "named":
-            state["t"] = {"hdr": False}
+            tools = NamedState(hdr=False)
         elif self.mode == "required":
-            state["t"] = {"js": new_state(2), "n": 0, "cur": None}
-        return state
+            tools = RequiredState(js=new_state(2), n=0, cur=None)
+        state = OutputState(r=self.reasoning.start(prompt_token_ids) if self.reasoning else None, t=tools,
+                            ts=False, ws="", nw=False, inw=False, seed=secrets.token_hex(8))
+        return dict(state)
 
     def feed(self, state: dict[str, Any], text: str, token_ids: Sequence[int]) -> dict[str, Any] | None:
-        if self.drop_stage == "r":
-            text = self.dropper.feed(state, text)
         if self.reasoning is not None:
             reasoning, content = self.reasoning.feed(state["r"], text, token_ids)
         else:
             reasoning, content = "", text
-        if self.drop_stage == "t":
-            content = self.dropper.feed(state, content)
         content, calls = self._tool_phase(state, content, token_ids, final=False)
         return self._delta(state, reasoning, content, calls)
 
     def finish(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        reasoning, content = ("", "")
-        if self.reasoning is not None:
-            if self.drop_stage == "r":
-                held = self.dropper.finish(state)
-                if held:
-                    reasoning, content = self.reasoning.feed(state["r"], held, ())
-            more_reasoning, more_content = self.reasoning.finish(state["r"])
-            reasoning, content = reasoning + more_reasoning, content + more_content
-        if self.drop_stage == "t":
-            content = self.dropper.feed(state, content) + self.dropper.finish(state)
+        reasoning, content = self.reasoning.finish(state["r"]) if self.reasoning is not None else ("", "")
         content, calls = self._tool_phase(state, content, (), final=True)
         return self._delta(state, reasoning, content, calls)
 
@@ -263,11 +272,18 @@ class ChatOutputParser:
         if mode == "required":
             return self._required(state, content, final)
         tstate = state["t"]
-        text, calls = self.tools.feed(tstate, content, token_ids) if content else ("", [])
+        unified = self.tools.unified
+        if not state["inw"] and content.strip():
+            state["inw"] = True  # the family got more than whitespace (vLLM's forced rule looks at that)
+        text, calls = self.tools.feed(tstate, content, token_ids) if content or unified else ("", [])
         if final:
             tail, more = self.tools.finish(tstate)
             text += tail
             calls = calls + more
+            if self.tools.tools_called(tstate):
+                state["fc"] = True
+        if unified:
+            return text, calls
         return self._hold_leading_whitespace(state, text, calls, final), calls
 
     def _hold_leading_whitespace(self, state: dict[str, Any], text: str, calls: list, final: bool) -> str:
@@ -275,7 +291,8 @@ class ChatOutputParser:
 
         While every content character so far is whitespace (`str.strip()`'s notion, as vLLM's
         check), it is held; the first other character releases it; at the end it is dropped
-        if the family found a call (or the choice was forced), else sent.
+        if the family found a call, or the choice was forced and the family got nothing but
+        whitespace, else sent.
         """
         if calls:
             state["fc"] = True
@@ -288,7 +305,7 @@ class ChatOutputParser:
         state["ws"] += text
         if final:
             held, state["ws"] = state["ws"], ""
-            return "" if (state.get("fc") or self.forced) else held
+            return "" if (state.get("fc") or (self.forced and not state["inw"])) else held
         return ""
 
     def _named(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
@@ -322,7 +339,7 @@ class ChatOutputParser:
             kind = ev[0]
             cur = tstate["cur"]
             if kind == "start" and ev[1] in ("name", "parameters") and cur is None:
-                cur = tstate["cur"] = {"nm": "", "hdr": False, "pa": "", "p": False}
+                cur = tstate["cur"] = RequiredCall(nm="", hdr=False, pa="", p=False)
             if cur is None:
                 continue
             if kind == "start" and ev[1] == "parameters":
@@ -338,6 +355,7 @@ class ChatOutputParser:
                 with contextlib.suppress(ValueError):
                     name = json.loads(cur["nm"])
                     if isinstance(name, str):
+                        name = escape_lone_surrogates(name)
                         cur["hdr"] = True
                         out.append({"index": tstate["n"], "id": None, "type": "function",
                                     "function": {"name": name, "arguments": cur["pa"]}})
@@ -354,14 +372,10 @@ class ChatOutputParser:
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, list[dict]]:
         """(reasoning, content, tool_calls) exactly as vLLM 0.33's non-streaming derender."""
-        if self.drop_stage == "r":
-            text = self.dropper.apply(text)
         if self.reasoning is not None:
             reasoning, content = self.reasoning.parse_complete(text, token_ids, prompt_token_ids)
         else:
             reasoning, content = None, text
-        if self.drop_stage == "t" and content:
-            content = self.dropper.apply(content)
         calls, content = self._extract_tool_calls(content, token_ids)
         if not self.include_reasoning:
             reasoning = None
@@ -385,7 +399,7 @@ class ChatOutputParser:
         mode = self.mode
         if self.tools is None or mode == "plain":
             return [], content
-        if self.choice == "none":  # engine-based parsers still strip their markup
+        if self.choice == "none":  # engine-based composition: the markup is still stripped
             _, rest = self.tools.extract_complete(content or "", token_ids)
             return [], rest
         if mode == "named":
@@ -396,15 +410,17 @@ class ChatOutputParser:
             parsed: list[_FunctionDefinition] = []
             with contextlib.suppress(ValidationError, ValueError):
                 parsed = _REQUIRED_LIST.validate_json(content or "")
-            return [{"id": None, "name": d.name, "arguments": json.dumps(d.parameters, ensure_ascii=False)}
+            return [{"id": None, "name": escape_lone_surrogates(d.name), "arguments": dumps(d.parameters)}
                     for d in parsed], None
         calls, rest = self.tools.extract_complete(content if content is not None else "", token_ids)
+        if self.tools.unified:
+            return calls, rest
         if calls is not None:  # vLLM's tools_called (possibly with no complete call)
             if rest and rest.strip() == "":
                 rest = None
             return calls, rest
         if self.forced and (content is None or not content.strip()):
             return [], None
-        if self.tools.engine_based:
+        if self.engine_based:
             return None, rest or None
         return None, content

@@ -1,78 +1,65 @@
-"""Parser registries, keyed by vLLM's `--reasoning-parser` / `--tool-call-parser` names.
+"""The parser tables, keyed by vLLM's `--reasoning-parser` / `--tool-call-parser` names.
 
-A family is registered only when it is complete (streaming, non-streaming, tests): a half-working
+A family is listed only when it is complete (streaming, non-streaming, tests): a half-working
 parser silently corrupts the content/reasoning/tool split, which is worse than a clear
-"unknown parser" at start-up.
+"unknown parser" at start-up. The tables are plain dicts of the family classes: the family
+modules never import this one.
 """
 
 from __future__ import annotations
 
 from core.parsers.base import ReasoningParser, ToolParser
+from core.parsers.families.deepseek import DeepSeekV3ToolParser, DeepSeekV31ToolParser
+from core.parsers.families.dsml import (DeepSeekV4ReasoningParser, DeepSeekV32ToolParser, DeepSeekV41ReasoningParser,
+                                        DeepSeekV41ToolParser, DeepSeekV4ToolParser)
+from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
+from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
+from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
+from core.parsers.families.llama import Llama3JsonToolParser
+from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
+from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
+from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
+from core.parsers.families.qwen3_variants import NemotronV3ReasoningParser, Step3p5ReasoningParser, Step3p5ToolParser
+from core.parsers.families.think import DeepSeekR1ReasoningParser, DeepSeekV3ReasoningParser, GraniteReasoningParser
 
-REASONING_PARSERS: dict[str, type[ReasoningParser]] = {}
-TOOL_PARSERS: dict[str, type[ToolParser]] = {}
+REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
+    "deepseek_r1": DeepSeekR1ReasoningParser,
+    "deepseek_v3": DeepSeekV3ReasoningParser,
+    "deepseek_v4": DeepSeekV4ReasoningParser,
+    "deepseek_v41": DeepSeekV41ReasoningParser,
+    "glm45": Glm45ReasoningParser,
+    "glm47": Glm45ReasoningParser,
+    "granite": GraniteReasoningParser,
+    "kimi_k2": KimiK2ReasoningParser,
+    "mistral": MistralReasoningParser,
+    "nemotron_v3": NemotronV3ReasoningParser,
+    "openai_gptoss": HarmonyReasoningParser,
+    "qwen3": Qwen3ReasoningParser,
+    "step3p5": Step3p5ReasoningParser,
+}
 
-
-def register_reasoning(*names: str):
-    def deco(cls: type[ReasoningParser]) -> type[ReasoningParser]:
-        for name in names:
-            REASONING_PARSERS[name] = cls
-        return cls
-    return deco
-
-
-def register_tool(*names: str):
-    def deco(cls: type[ToolParser]) -> type[ToolParser]:
-        for name in names:
-            TOOL_PARSERS[name] = cls
-        return cls
-    return deco
-
-
-_LOADED = False
-
-
-def _load_families() -> None:
-    # importing the family modules runs their @register_* decorators (once: this is per request)
-    global _LOADED
-    if not _LOADED:
-        import core.parsers.families  # noqa: F401
-        _LOADED = True
-
-
-def get_reasoning_parser(name: str) -> type[ReasoningParser]:
-    _load_families()
-    try:
-        return REASONING_PARSERS[name]
-    except KeyError:
-        raise KeyError(f"unknown reasoning parser {name!r}; available: {', '.join(sorted(REASONING_PARSERS))}") from None
-
-
-def get_tool_parser(name: str) -> type[ToolParser]:
-    _load_families()
-    try:
-        return TOOL_PARSERS[name]
-    except KeyError:
-        raise KeyError(f"unknown tool-call parser {name!r}; available: {', '.join(sorted(TOOL_PARSERS))}") from None
-
-
-# --- frontier families (branch `frontier`; the lead folds these into the name table) ---------
-# gpt-oss / Harmony: `openai_gptoss` (reasoning) + `openai` (tools), core/parsers/families/harmony.py
-# DeepSeek V3.2 / V4 / V4.1 (DSML): tools `deepseek_v32`, `deepseek_v4`, `deepseek_v41`, reasoning
-# `deepseek_v4`, `deepseek_v41`, core/parsers/families/dsml.py
-# Qwen3-grammar variants: `step3p5` (reasoning, tools), `nemotron_v3` (reasoning),
-# core/parsers/families/qwen3_variants.py
-_FRONTIER_MODULES = ("core.parsers.families.harmony", "core.parsers.families.dsml",
-                     "core.parsers.families.qwen3_variants")
-_load_core_families = _load_families
-
-
-def _load_families() -> None:  # noqa: F811 - extends the loader above with the frontier modules
-    import importlib
-
-    _load_core_families()
-    for module in _FRONTIER_MODULES:
-        importlib.import_module(module)
+TOOL_PARSERS: dict[str, type[ToolParser]] = {
+    "deepseek_v3": DeepSeekV3ToolParser,
+    "deepseek_v31": DeepSeekV31ToolParser,
+    "deepseek_v32": DeepSeekV32ToolParser,
+    "deepseek_v4": DeepSeekV4ToolParser,
+    "deepseek_v41": DeepSeekV41ToolParser,
+    "glm45": Glm45ToolParser,
+    "glm47": Glm45ToolParser,
+    "hermes": HermesToolParser,
+    "qwen3_json": HermesToolParser,
+    "kimi_k2": KimiK2ToolParser,
+    "llama3_json": Llama3JsonToolParser,
+    "llama4_json": Llama3JsonToolParser,
+    "llama4_pythonic": Llama4PythonicToolParser,
+    "mistral": MistralToolParser,
+    "openai": HarmonyToolParser,
+    "pythonic": PythonicToolParser,
+    "qwen3_coder": Qwen3XmlToolParser,
+    "qwen3_xml": Qwen3XmlToolParser,
+    "step3p5": Step3p5ToolParser,
+}
 
 
 # vLLM 0.33's own names: one we do not register is refused as "not supported yet" (the flag named)
@@ -90,18 +77,22 @@ VLLM_REASONING_PARSERS = frozenset((
     "hy_v3", "hy_v4", "inkling", "k2_horizon", "kimi_k2", "kimi_k3", "ling3", "mimo", "minicpmv", "minimax_m2",
     "minimax_m2_append_think", "minimax_m3", "mistral", "muse", "muse_glimmer", "musespark1x", "nemotron_v3",
     "olmo3", "openai_gptoss", "plamo3", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5", "step5"))
-_core_get_reasoning_parser, _core_get_tool_parser = get_reasoning_parser, get_tool_parser
 
 
-def get_reasoning_parser(name: str) -> type[ReasoningParser]:  # noqa: F811 - a clearer error for vLLM's names
-    _load_families()
-    if name not in REASONING_PARSERS and name in VLLM_REASONING_PARSERS:
+def get_reasoning_parser(name: str) -> type[ReasoningParser]:
+    """The family for a `--reasoning-parser` name; a name vLLM 0.33 knows and we do not yet is
+    "not supported yet", any other "unknown" (KeyError, a start-up error naming the flag)."""
+    if name in REASONING_PARSERS:
+        return REASONING_PARSERS[name]
+    if name in VLLM_REASONING_PARSERS:
         raise KeyError(f"--reasoning-parser {name} is not supported yet")
-    return _core_get_reasoning_parser(name)
+    raise KeyError(f"unknown reasoning parser {name!r}; available: {', '.join(sorted(REASONING_PARSERS))}")
 
 
-def get_tool_parser(name: str) -> type[ToolParser]:  # noqa: F811 - a clearer error for vLLM's names
-    _load_families()
-    if name not in TOOL_PARSERS and name in VLLM_TOOL_PARSERS:
+def get_tool_parser(name: str) -> type[ToolParser]:
+    """As `get_reasoning_parser`, for `--tool-call-parser`."""
+    if name in TOOL_PARSERS:
+        return TOOL_PARSERS[name]
+    if name in VLLM_TOOL_PARSERS:
         raise KeyError(f"--tool-call-parser {name} is not supported yet")
-    return _core_get_tool_parser(name)
+    raise KeyError(f"unknown tool-call parser {name!r}; available: {', '.join(sorted(TOOL_PARSERS))}")

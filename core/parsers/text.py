@@ -39,19 +39,3 @@ def merge_tool_deltas(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             merged.append(d)
     return merged
-
-
-def hold_trailing_space(state: dict[str, Any], text: str, content: list[str]) -> bool:
-    """Content text with its trailing whitespace held back in `state["cw"]`.
-
-    Engine-style tool parsers strip the whitespace before a tool call (vLLM's non-streaming
-    answer does), so it is released only when more content follows. Returns whether `text`
-    had anything besides whitespace.
-    """
-    body = text.rstrip()
-    if not body:
-        state["cw"] += text
-        return False
-    content.append(state["cw"] + body)
-    state["cw"] = text[len(body):]
-    return True

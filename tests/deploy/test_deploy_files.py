@@ -248,7 +248,6 @@ def test_k8s_init_container_fetches_no_weights():
 def test_deployed_parser_names_are_registered():
     from core.parsers import registry
 
-    registry._load_families()
     config = load_k8s()["ConfigMap"]["data"]
     names = {("tool", config["TOOL_CALL_PARSER"]), ("reasoning", config["REASONING_PARSER"])}
     for service in ("proxy", "proxy-cpu"):

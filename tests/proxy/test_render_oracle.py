@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.parsers.registry import REASONING_PARSERS, TOOL_PARSERS, _load_families
+from core.parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from proxy.app import create_app
 from proxy.config import ServerConfig
 from proxy.model_loader import load_model
@@ -57,7 +57,6 @@ def all_cases() -> list[Any]:
 
 
 def missing_parsers(server: str) -> list[str]:
-    _load_families()
     config = SERVERS[server]["config"]
     missing = []
     if config.get("tool_call_parser") and config["tool_call_parser"] not in TOOL_PARSERS:

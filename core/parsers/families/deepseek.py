@@ -6,12 +6,16 @@
 vLLM's non-streaming rule (`extract_complete`, exact): with `<｜tool▁calls▁begin｜>` in the text,
 every complete call envelope found by its regex is a call whose arguments are the raw text
 (no JSON re-serialization), and content is the text before the block (v3 adds the text after
-the last `<｜tool▁calls▁end｜>`). Incomplete envelopes are not calls.
+the last `<｜tool▁calls▁end｜>`); the marker alone means tools were called (whitespace-only
+content is dropped). Incomplete envelopes are not calls; a v3 envelope of another type than
+`function` makes the whole output content.
 
 Streaming: a small phase machine over the markers. The name goes out when the header is
-complete, then the raw arguments stream as generated, holding back only a possible start of
-the closing marker. An envelope cut off by the end of output cannot be taken back (vLLM's
-stream sends it too); the non-streaming answer drops it.
+complete (a header must sit on one line), then the raw arguments stream as generated, holding
+back only a possible start of the closing marker. The block's text is kept until a call goes
+out: a complete envelope of another type before that makes it all content, as vLLM. An envelope
+cut off by the end of output, or another type after a call went out, cannot be taken back (vLLM's
+stream sends it too); the non-streaming answer drops it (README).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import State, ToolCallDelta, ToolParser
-from core.parsers.registry import register_tool
 from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
 from core.parsers.text import find_first, merge_tool_deltas, partial_suffix
 
@@ -53,30 +56,46 @@ class _DeepSeekToolParser(ToolParser):
         raise NotImplementedError
 
     # -- streaming --------------------------------------------------------------------------
+    # phases (serialized as these letters)
+    CONTENT = "T"  # before the block
+    BLOCK = "B"  # inside the block, between calls
+    HEADER = "N"  # a call's header
+    ARGS = "A"  # a call's arguments, streamed raw
+    OTHER = "O"  # a complete header whose type is not "function": its envelope is waited for
+    AFTER = "E"  # after the block
+    PLAIN = "X"  # a call of another type came before any call: vLLM's answer is all content
 
     def start(self) -> State:
-        # ph: T content, B inside the block, N header, A arguments, E after the block
-        return {"ph": "T", "h": "", "n": 0, "hd": ""}
+        # h: held partial marker; n: calls sent; hd: header text; raw: the block's text, kept
+        # until a call goes out (a later call of another type makes it all content)
+        return {"ph": self.CONTENT, "h": "", "n": 0, "hd": "", "raw": None}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        if state["ph"] == self.PLAIN:
+            return text, []
         buf = state["h"] + text if state["h"] else text
         state["h"] = ""
+        if state["raw"] is not None:
+            state["raw"] += buf  # (what is held back at the end is taken out again below)
         content: list[str] = []
         out: list[ToolCallDelta] = []
         pos = 0
         while pos < len(buf):
             ph = state["ph"]
-            if ph in ("T", "E"):
+            if ph in (self.CONTENT, self.AFTER):
                 at = buf.find(CALLS_BEGIN, pos)
                 end = at if at != -1 else len(buf) - partial_suffix(buf[pos:], (CALLS_BEGIN,))
-                if ph == "T" or self.CONTENT_AFTER_BLOCK:
+                if ph == self.CONTENT or self.CONTENT_AFTER_BLOCK:
                     content.append(buf[pos:end])
                 if at == -1:
                     state["h"] = buf[end:]
                     break
-                state["ph"] = "B"
+                state["ph"] = self.BLOCK
+                if state["n"] == 0 and ph == self.CONTENT:
+                    state["raw"] = buf[at:]
                 pos = at + len(CALLS_BEGIN)
-            elif ph == "B":
+                continue
+            if ph == self.BLOCK:
                 at, tag = find_first(buf, (CALL_BEGIN, CALLS_END), pos)
                 if tag is None:
                     keep = partial_suffix(buf[pos:], (CALL_BEGIN, CALLS_END))
@@ -84,29 +103,55 @@ class _DeepSeekToolParser(ToolParser):
                     break
                 pos = at + len(tag)
                 if tag == CALL_BEGIN:
-                    state["ph"] = "N"
+                    state["ph"] = self.HEADER
                     state["hd"] = ""
                 else:
-                    state["ph"] = "E"
-            elif ph == "N":
-                at = buf.find(self.HEADER_END, pos)
-                if at == -1:
+                    state["ph"] = self.AFTER
+                    state["raw"] = None
+            elif ph == self.HEADER:
+                # vLLM's regex wants the header on one line: a newline before HEADER_END means no
+                # call here, and the search for the next call goes on from that newline
+                at, tag = find_first(buf, (self.HEADER_END, "\n"), pos)
+                if tag is None:
                     keep = partial_suffix(buf[pos:], (self.HEADER_END,))
                     state["hd"] += buf[pos:len(buf) - keep]
                     state["h"] = buf[len(buf) - keep:]
-                    if len(state["hd"]) > 4096 or "\n" in state["hd"].replace(self.HEADER_END, ""):
-                        state["ph"] = "B"  # not a header this family's regex accepts
+                    if len(state["hd"]) > 4096:  # (bounded state: no name is that long)
+                        state.update(ph=self.BLOCK, hd="")
                     break
+                if tag == "\n" and self.HEADER_END.startswith("\n") and self.HEADER_END.startswith(buf[at:]):
+                    state["hd"] += buf[pos:at]  # (the newline may start HEADER_END)
+                    state["h"] = buf[at:]
+                    break
+                if tag == "\n":
+                    state["hd"] = ""
+                    state["ph"] = self.BLOCK
+                    pos = at
+                    continue
                 header = state["hd"] + buf[pos:at]
                 pos = at + len(self.HEADER_END)
-                name = self.parse_header(header)
                 state["hd"] = ""
+                name = self.parse_header(header)
                 if name is None:
-                    state["ph"] = "B"
+                    state["ph"] = self.OTHER if self.other_type(header) else self.BLOCK
                     continue
                 out.append({"index": state["n"], "id": None, "type": "function",
                             "function": {"name": name, "arguments": ""}})
-                state["ph"] = "A"
+                state["raw"] = None  # a call went out: the fallback is gone
+                state["ph"] = self.ARGS
+            elif ph == self.OTHER:
+                at = buf.find(self.ARGS_END, pos)
+                if at == -1:
+                    keep = partial_suffix(buf[pos:], (self.ARGS_END,))
+                    state["h"] = buf[len(buf) - keep:]
+                    break
+                pos = at + len(self.ARGS_END)
+                if state["raw"] is not None and state["n"] == 0:
+                    # vLLM's answer is then the whole text: the block held so far goes out as content
+                    content.append(state["raw"])
+                    state.update(ph=self.PLAIN, raw=None)
+                    return "".join(content), merge_tool_deltas(out)
+                state["ph"] = self.BLOCK  # after a call went out it cannot be taken back
             else:  # arguments, raw
                 at = buf.find(self.ARGS_END, pos)
                 end = at if at != -1 else len(buf) - partial_suffix(buf[pos:], (self.ARGS_END,))
@@ -117,20 +162,28 @@ class _DeepSeekToolParser(ToolParser):
                     break
                 pos = at + len(self.ARGS_END)
                 state["n"] += 1
-                state["ph"] = "B"
+                state["ph"] = self.BLOCK
+        if state["h"] and state["raw"] is not None:
+            state["raw"] = state["raw"][:len(state["raw"]) - len(state["h"])]
         return "".join(content), merge_tool_deltas(out)
+
+    def tools_called(self, state: State) -> bool:
+        return state["ph"] != self.CONTENT  # vLLM: the block marker alone means tools were called
+
+    def other_type(self, header: str) -> bool:
+        """A complete call header whose type is not "function" (vLLM then returns no calls)."""
+        return False
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         held, state["h"] = state["h"], ""
         out: list[ToolCallDelta] = []
         content = ""
         ph = state["ph"]
-        if ph == "T" or (ph == "E" and self.CONTENT_AFTER_BLOCK):
+        if ph == self.CONTENT or (ph == self.AFTER and self.CONTENT_AFTER_BLOCK):
             content = held
-        elif ph == "A" and held:
+        elif ph == self.ARGS and held:
             out.append({"index": state["n"], "function": {"arguments": held}})
         return content, out
-
 
 
 V3_CALL = re.compile(re.escape(CALL_BEGIN) + r"(?P<type>.*)" + re.escape(SEP)
@@ -139,7 +192,6 @@ V31_CALL = re.compile(re.escape(CALL_BEGIN) + r"(?P<name>.*?)" + re.escape(SEP) 
                       + re.escape(CALL_END))
 
 
-@register_tool("deepseek_v3")
 class DeepSeekV3ToolParser(_DeepSeekToolParser):
     name = "deepseek_v3"
     HEADER_END = "\n```json\n"
@@ -153,6 +205,9 @@ class DeepSeekV3ToolParser(_DeepSeekToolParser):
             return None
         kind, _, name = header.rpartition(SEP)
         return name if kind == "function" else None
+
+    def other_type(self, header: str) -> bool:
+        return SEP in header and "\n" not in header and header.rpartition(SEP)[0] != "function"
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -170,7 +225,6 @@ class DeepSeekV3ToolParser(_DeepSeekToolParser):
         return calls, content or None
 
 
-@register_tool("deepseek_v31")
 class DeepSeekV31ToolParser(_DeepSeekToolParser):
     name = "deepseek_v31"
     HEADER_END = SEP

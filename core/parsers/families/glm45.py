@@ -1,116 +1,81 @@
-"""glm45 (GLM-4.5/4.6/4.7): `<think>` reasoning and `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
+"""glm45 / glm47 (GLM-4.5/4.6/4.7): vLLM 0.33's GLM-4.7 parser engine.
 
-Rules of vLLM 0.33's GLM-4.7 parser engine (the `glm45` names map to it), as observed on its
-non-streaming answers:
-* reasoning: `<think>` is dropped, `</think>` ends reasoning, `<tool_call>` ends it implicitly;
-  in content a repeated `</think>` is dropped and `<think>` reopens reasoning; the reasoning is
-  right-stripped; `enable_thinking`/`thinking` false means plain content;
-* tool calls: the name (stripped) runs to the first `<arg_key>` or `</tool_call>`; a name that
-  is not one of the request's tools drops the whole call; each `<arg_key>K</arg_key>` +
-  `<arg_value>V</arg_value>` pair is a parameter (key stripped, value raw), coerced to the
-  schema's type like qwen3_xml; an unclosed value is dropped;
-* content: with calls, the text before the first call, stripped; without, all text outside
-  the tool markup.
+    <think>...</think>
+    <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
 
-Streaming keeps the same state machine; string-typed values stream as they are generated.
-Deviations: leading whitespace of content before a call, and partial values of a call cut off
-by the end of output (vLLM's stream sends those too).
+The grammar is vLLM's `glm47_moe_config` (vllm/parser/glm47_moe.py); the rest follows from the
+engine (core/parsers/engine.py, engine_parsers.py): `<tool_call>` ends reasoning implicitly, in
+content a repeated `</think>` is dropped and `<think>` reopens reasoning, the reasoning is
+right-stripped, a call whose name (stripped) is not one of the request's tools is dropped, the
+text of other special tokens is dropped. The arguments are vLLM's `_glm47_arg_converter`: every
+`<arg_key>K</arg_key>` + `<arg_value>V</arg_value>` pair (key stripped, value as written), a
+value never closed dropped; then the tool schema's types. `thinking` / `enable_thinking` false
+(both default on) means no reasoning grammar at all.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser, aggregate_tool_deltas
-from core.parsers.families.qwen3_xml import coerce, dict_arguments, param_types
-from core.parsers.families.think import THINK_END, THINK_START, Action, ThinkTagReasoningParser
-from core.parsers.jsonstream import dumps_str_body
-from core.parsers.registry import register_reasoning, register_tool
-from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
-from core.parsers.text import find_first, hold_trailing_space, merge_tool_deltas, partial_suffix
+import regex
 
+from core.parsers.base import ParserContext
+from core.parsers.engine import Ev, Grammar, Phase
+from core.parsers.engine_parsers import CallState, EngineReasoningParser, EngineToolParser, EngineToolState
+from core.parsers.families.qwen3 import XmlArgStreamer
+from core.parsers.jsonstream import dumps
+from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
+
+THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 KEY, KEY_END, VALUE, VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
 TURN_BOUNDARIES = ("<|system|>", "<|user|>", "<|assistant|>", "<|observation|>")
 
+C, R, N, A = Phase.CONTENT, Phase.REASONING, Phase.NAME, Phase.ARGS
 
-def _thinking(kwargs: dict[str, Any]) -> bool:
+
+def thinking_on(kwargs: dict[str, Any]) -> bool:
+    """`thinking` / `enable_thinking`: on unless one of them says otherwise."""
     thinking, enable = kwargs.get("thinking"), kwargs.get("enable_thinking")
     return True if thinking is None and enable is None else bool(thinking) or bool(enable)
 
 
-@register_reasoning("glm45", "glm47")
-class Glm45ReasoningParser(ThinkTagReasoningParser):
+def glm_grammar(thinking: bool) -> Grammar:
+    think = {"THINK_START": THINK_START, "THINK_END": THINK_END} if thinking else {}
+    think_transitions = {(C, "THINK_START"): (R, (Ev.REASONING_START,)),
+                         (R, "THINK_END"): (C, (Ev.REASONING_END,)),
+                         (C, "THINK_END"): (C, ())} if thinking else {}
+    arg_tags = {(A, t): (A, (Ev.ARGS,)) for t in ("ARG_KEY_START", "ARG_KEY_END", "ARG_VALUE_START", "ARG_VALUE_END")}
+    return Grammar(
+        name="glm47_moe", initial=R if thinking else C,
+        terminals={**think, "TOOL_START": TOOL_START, "TOOL_END": TOOL_END, "ARG_KEY_START": KEY,
+                   "ARG_KEY_END": KEY_END, "ARG_VALUE_START": VALUE, "ARG_VALUE_END": VALUE_END},
+        id_terminals=frozenset(think.values()) | {TOOL_START, TOOL_END},
+        transitions={**think_transitions,
+                     (R, "THINK_START"): (R, ()),
+                     (R, "TOOL_START"): (N, (Ev.REASONING_END, Ev.CALL_START)),
+                     (C, "TOOL_START"): (N, (Ev.CALL_START,)),
+                     (N, "ARG_KEY_START"): (A, (Ev.ARGS,)),
+                     (N, "TOOL_END"): (C, (Ev.CALL_END,)),
+                     (A, "TOOL_END"): (C, (Ev.CALL_END,)),
+                     **arg_tags},
+        validate_tool_names=True)
+
+
+GLM = glm_grammar(True)
+GLM_NO_THINKING = glm_grammar(False)
+
+
+class Glm45ReasoningParser(EngineReasoningParser):
     name = "glm45"
-    drops_special_tokens = True  # the engine drops other special tokens, thinking or not
-    MARKERS = (THINK_START, THINK_END, TOOL_START, TOOL_END, KEY, KEY_END, VALUE, VALUE_END)
+    GRAMMAR = GLM
+    GRAMMAR_NO_THINKING = GLM_NO_THINKING
+    BOUNDARIES = TURN_BOUNDARIES
 
-    def __init__(self, ctx: ParserContext) -> None:
-        self.thinking = _thinking(ctx.chat_template_kwargs)
-        tok = ctx.tokenizer
-        self.boundary_ids = frozenset(i for i in (tok.token_to_id(t) for t in TURN_BOUNDARIES) if i is not None)
-        super().__init__(ctx)
-        tool_id = tok.token_to_id(TOOL_START)
-        self.reasoning_end_ids = frozenset(i for i in (self.end_id, tool_id) if i is not None)
-
-    def tables(self) -> dict[str, dict[str, Action]]:
-        return {"R": {THINK_START: (None, False), THINK_END: ("C", False), TOOL_START: ("C", True)},
-                "C": {THINK_END: (None, False), THINK_START: ("R", False)}, "P": {}}
-
-    def adjust_request(self, request):
-        request.skip_special_tokens = False
-        return request
-
-    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        if not self.thinking:
-            return "P"
-        if prompt_token_ids and self.boundary_ids and self.is_reasoning_end(prompt_token_ids):
-            return "C"
-        return "R"
-
-    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        if not self.thinking:
-            return True  # vLLM: without thinking, `<think>` in the prompt opens nothing
-        for tid in reversed(token_ids):
-            if tid in self.reasoning_end_ids:
-                return True
-            if tid == self.start_id:
-                return False
-            if tid in self.boundary_ids:
-                break
-        return False
-
-    # the reasoning is right-stripped: hold its trailing whitespace until more reasoning comes
-    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
-        state = super().start(prompt_token_ids)
-        state["rw"] = ""
-        return state
-
-    def _strip(self, state: State, reasoning: str) -> str:
-        if not reasoning:
-            return ""
-        text = state["rw"] + reasoning
-        body = text.rstrip()
-        state["rw"] = text[len(body):]
-        return body
-
-    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
-        reasoning, content = super().feed(state, text, token_ids)
-        return self._strip(state, reasoning), content
-
-    def finish(self, state: State) -> tuple[str, str]:
-        reasoning, content = super().finish(state)
-        reasoning = self._strip(state, reasoning)
-        state["rw"] = ""
-        return reasoning, content
-
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if not self.thinking:
-            return None, text
-        return super().parse_complete(text, token_ids, prompt_token_ids)
+    def thinking_enabled(self, ctx: ParserContext) -> bool:
+        return thinking_on(ctx.chat_template_kwargs)
 
 
 GLM_EXCLUDES = [THINK_START, THINK_END, TOOL_START, TOOL_END, KEY, KEY_END, VALUE, VALUE_END]
@@ -195,168 +160,50 @@ class GlmTagModel(TagModel):
         return super().format(tools, required, named)
 
 
-@register_tool("glm45", "glm47")
-class Glm45ToolParser(ToolParser):
+_ARG_RE = re.compile(r"<arg_key>(?P<key>.*?)</arg_key>\s*<arg_value>(?P<value>.*?)</arg_value>", re.DOTALL)
+_ARG_HEAD = regex.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>", regex.DOTALL)
+
+
+def glm_arguments(raw: str) -> str:
+    """vLLM's `_glm47_arg_converter` on a complete call."""
+    return dumps({m.group("key").strip(): m.group("value") for m in _ARG_RE.finditer(raw)})
+
+
+class GlmArgStreamer(XmlArgStreamer):
+    HEAD = _ARG_HEAD
+
+    def key_of(self, match: regex.Match) -> str:
+        return match.group(1).strip()
+
+    def value_end(self, raw: str, start: int) -> tuple[int, int, bool]:
+        at = raw.find(VALUE_END, start)
+        if at != -1:
+            return at, at + len(VALUE_END), True
+        for k in range(min(len(VALUE_END) - 1, len(raw) - start), 0, -1):  # a partial end is held
+            if raw.endswith(VALUE_END[:k]):
+                return len(raw) - k, len(raw) - k, False
+        return len(raw), len(raw), False
+
+
+class Glm45ToolParser(EngineToolParser):
     name = "glm45"
-    supports_required_and_named = False
-    engine_based = True
-    drops_special_tokens = True
-    MARKERS = Glm45ReasoningParser.MARKERS
+    STREAMER = GlmArgStreamer()
     TAG_MODEL = GlmTagModel([], [TOOL_START], excludes=[THINK_START, THINK_END, TOOL_END, KEY, KEY_END, VALUE, VALUE_END],
                             named_single_tag=False, function_level=True)
 
-    def __init__(self, ctx: ParserContext) -> None:
-        super().__init__(ctx)
-        # with reasoning on, the engine's content state drops a repeated </think>
-        self.drops = (THINK_END,) if ctx.reasoning_parser and _thinking(ctx.chat_template_kwargs) else ()
-        self.names = {(t.get("function") or {}).get("name") for t in (ctx.tools or [])}
+    def grammar_for(self, ctx: ParserContext) -> Grammar:
+        return GLM if thinking_on(ctx.chat_template_kwargs) else GLM_NO_THINKING
 
     def adjust_request(self, request: Any) -> Any:
         request = apply_structural_tag(request, self.TAG_MODEL)
         request.skip_special_tokens = False
         return request
 
-    # -- the machine ----------------------------------------------------------------------
-    # ph: C content, D content after a call (dropped), N name, A between parameters, K key,
-    # W waiting for <arg_value>, V value, Z inside a dropped call
+    def emit_name(self, state: EngineToolState, call: CallState, name: str | None) -> None:
+        super().emit_name(state, call, name.strip() if name is not None else None)
 
-    def start(self) -> State:
-        return {"ph": "C", "h": "", "n": 0, "cw": "", "called": False, "nm": "", "name": "",
-                "pk": "", "pv": "", "pa": False, "ps": False}
+    def on_call_end(self, call: CallState) -> None:
+        call["nm"] = call["nm"].strip()
 
-    _TAGS = {"C": (TOOL_START,), "D": (TOOL_START,), "N": (KEY, TOOL_END), "A": (KEY, TOOL_END),
-             "K": (KEY_END, TOOL_END), "W": (VALUE, KEY, TOOL_END), "V": (VALUE_END, TOOL_END), "Z": (TOOL_END,)}
-
-    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
-        buf = state["h"] + text if state["h"] else text
-        state["h"] = ""
-        content: list[str] = []
-        out: list[ToolCallDelta] = []
-        pos = 0
-        while pos < len(buf):
-            ph = state["ph"]
-            tags = self._TAGS[ph] + (self.drops if ph in ("C", "D") else ())
-            at, tag = find_first(buf, tags, pos)
-            end = at if tag is not None else len(buf) - partial_suffix(buf[pos:], tags)
-            self._text(state, buf[pos:end], content, out)
-            if tag is None:
-                state["h"] = buf[end:]
-                break
-            pos = at + len(tag)
-            self._tag(state, tag, out)
-        return "".join(content), merge_tool_deltas(out)
-
-    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
-        content: list[str] = []
-        out: list[ToolCallDelta] = []
-        held, state["h"] = state["h"], ""
-        self._text(state, held, content, out)
-        if state["ph"] in ("N", "A", "K", "W", "V"):
-            self._end_call(state, out)
-        if not state["called"] and state["cw"]:
-            content.append(state["cw"])
-        state["cw"] = ""
-        return "".join(content), merge_tool_deltas(out)
-
-    def _text(self, state: State, text: str, content: list[str], out: list[ToolCallDelta]) -> None:
-        if not text:
-            return
-        ph = state["ph"]
-        if ph == "C":
-            hold_trailing_space(state, text, content)
-        elif ph == "N":
-            state["nm"] += text
-        elif ph == "K":
-            state["pk"] += text
-        elif ph == "V":
-            if state["ps"]:
-                self._args(state, out, dumps_str_body(text))
-            else:
-                state["pv"] += text
-
-    def _tag(self, state: State, tag: str, out: list[ToolCallDelta]) -> None:
-        ph = state["ph"]
-        if tag in self.drops:
-            return
-        if ph in ("C", "D"):  # <tool_call>
-            state.update(ph="N", nm="", pa=False, pk="", pv="")
-        elif ph == "N":
-            name = state["nm"].strip()
-            if self.names and name not in self.names:
-                state["ph"] = "Z" if tag == KEY else self._after(state)
-                return
-            self._header(state, name, out)
-            if tag == KEY:
-                state.update(ph="K", pk="")
-            else:
-                state["ph"] = "A"
-                self._end_call(state, out)
-        elif ph == "Z":
-            state["ph"] = self._after(state)
-        elif tag == TOOL_END:
-            if ph == "V" and state["ps"]:
-                self._args(state, out, '"')  # an unclosed value; keep the streamed JSON well-formed
-            self._end_call(state, out)
-        elif ph == "A" or (ph == "W" and tag == KEY):
-            state.update(ph="K", pk="")
-        elif ph == "K":  # </arg_key>
-            state["pk"] = state["pk"].strip()
-            state["ph"] = "W"
-        elif ph == "W":  # <arg_value>
-            types = param_types(self.ctx, state["name"], state["pk"])
-            state["ps"] = (types is None or types == {"string"}) and not state.get("ns")
-            state["pv"] = ""
-            state["ph"] = "V"
-            if state["ps"]:
-                self._args(state, out, self._key_prefix(state) + '"')
-        elif ph == "V":  # </arg_value>
-            if state["ps"]:
-                self._args(state, out, '"')
-            else:
-                value = coerce(state["pv"], param_types(self.ctx, state["name"], state["pk"]) or {"string"})
-                self._args(state, out, self._key_prefix(state) + json.dumps(value, ensure_ascii=False))
-            state["ph"] = "A"
-
-    def _after(self, state: State) -> str:
-        return "D" if state["called"] else "C"
-
-    def _key_prefix(self, state: State) -> str:
-        prefix = ", " if state["pa"] else "{"
-        state["pa"] = True
-        return prefix + json.dumps(state["pk"], ensure_ascii=False) + ": "
-
-    def _header(self, state: State, name: str, out: list[ToolCallDelta]) -> None:
-        state["name"] = name
-        state["called"] = True
-        state["cw"] = ""
-        out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": ""}})
-
-    def _args(self, state: State, out: list[ToolCallDelta], text: str) -> None:
-        out.append({"index": state["n"], "function": {"arguments": text}})
-
-    def _end_call(self, state: State, out: list[ToolCallDelta]) -> None:
-        if state["ph"] == "N":  # cut off inside the name
-            name = state["nm"].strip()
-            if self.names and name not in self.names:
-                state["ph"] = self._after(state)
-                return
-            self._header(state, name, out)
-        elif state["ph"] == "V" and state["ps"]:
-            self._args(state, out, '"')
-        self._args(state, out, "}" if state["pa"] else "{}")
-        state["n"] += 1
-        state["ph"] = "D"
-
-    # -- non-streaming ---------------------------------------------------------------------
-
-    def extract_complete(self, text: str, token_ids: Sequence[int]
-                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        state = self.start()
-        state["ns"] = True
-        content, deltas = self.feed(state, text, token_ids)
-        tail, more = self.finish(state)
-        content += tail
-        calls = aggregate_tool_deltas(deltas + more)
-        if not calls:
-            return None, content or None
-        return dict_arguments(calls), content.strip() or None
+    def convert_args(self, raw: str, name: str) -> str:
+        return glm_arguments(raw)

@@ -23,11 +23,11 @@ tokens vLLM would decode as recovery text (at most `MAX_RECOVERY_TOKENS`), a par
 sequence and, for a call's arguments, the JSON scanner's state.
 
 How the two flags share one grammar through the chat pipeline (which calls the reasoning parser,
-then the tool parser with the reasoning parser's content): the reasoning parser runs the machine
-and keeps all the state; a tool parser built for the same request registers itself on the
-request's `ParserContext`, and the reasoning parser hands it each feed's tool-call deltas (with a
-one-character marker on the content so the pipeline calls the tool parser even when a feed has no
-content). `openai` without `openai_gptoss` is refused at start-up (`check_flags`).
+then the tool parser with the reasoning parser's content): each runs the machine on the token ids
+in its own state, the reasoning parser for reasoning and content, the tool parser (a `unified`
+family, fed on every step) for the calls; the content passes through it unchanged, with none of
+the pipeline's generic content rules (as vLLM's Harmony path). `openai` without `openai_gptoss`
+is refused at start-up (`check_flags`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser
+from core.parsers.base import ReasoningParser, State, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import JsonScanner, new_state
-from core.parsers.registry import register_reasoning, register_tool
 
 # openai-harmony's HARMONY_GPT_OSS encoding: its special tokens and what they decode to
 FIRST_SPECIAL, VOCAB_END = 199998, 201088
@@ -56,10 +55,6 @@ MAX_HEADER_TOKENS = 1024  # a longer header is treated as malformed
 MAX_RECOVERY_TOKENS = 2048  # recovery text past this many tokens is cut
 MAX_PENDING_BYTES = 64  # invalid UTF-8 kept waiting past this is flushed lossily
 MAX_RAW_HOLD = 1024  # raw argument text kept until the first canonical fragment goes out
-
-# the chat pipeline calls the tool parser only with non-empty content: a feed that produced tool
-# deltas ends its content with this marker, which the tool parser removes
-_HANDOFF = "\x00"
 
 
 def special_text(token_id: int) -> str:
@@ -109,13 +104,17 @@ def parse_header(text: str, assistant_role: bool) -> dict[str, Any] | None:
     """{role, channel, recipient, content_type} of a header, or None where openai-harmony errs."""
     channel = None
     at = text.find(CHANNEL_MARK)
-    if at != -1:
+    while at != -1:
+        # the first marker's value is the channel (it may not be empty); later markers are
+        # removed with their values, as openai-harmony does
         after = text[at + len(CHANNEL_MARK):]
         end = next((i for i, ch in enumerate(after) if ch.isspace() or ch == "<"), len(after))
-        if end == 0:
-            return None
-        channel = after[:end]
+        if channel is None:
+            if end == 0:
+                return None
+            channel = after[:end]
         text = text[:at] + after[end:]
+        at = text.find(CHANNEL_MARK, at)
     text = text.strip()
     if CONSTRAIN_MARK in text:
         text = text.replace(CONSTRAIN_MARK, " " + CONSTRAIN_MARK).strip()
@@ -494,12 +493,10 @@ def parse_messages(tokenizer: Any, token_ids: Sequence[int], *, tools: bool, rea
 
 
 class HarmonyReasoningParser(ReasoningParser):
-    """`openai_gptoss`: runs the Harmony machine; hands tool calls to a paired `openai` parser."""
+    """`openai_gptoss`: reasoning (the analysis channel) and content, the machine run on token ids."""
 
     name = "openai_gptoss"
-
-    def _partner(self) -> HarmonyToolParser | None:
-        return getattr(self.ctx, "_harmony_tools", None)
+    engine_based = True  # one grammar for reasoning and calls (vLLM's HarmonyParser)
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         return True  # vLLM: Harmony has no reasoning section to wait for in the prompt
@@ -508,17 +505,12 @@ class HarmonyReasoningParser(ReasoningParser):
         return new_machine()
 
     def _run(self, state: State, token_ids: Sequence[int], final: bool) -> tuple[str, str]:
-        partner = self._partner()
-        machine = HarmonyMachine(self.ctx.tokenizer, state, tools=partner is not None, reasoning=True)
+        machine = HarmonyMachine(self.ctx.tokenizer, state, tools=False, reasoning=True)
         machine.feed(token_ids)
         if final:
             machine.finish()
         reasoning = "".join(t for k, t in machine.out if k == "r")
         content = "".join(t for k, t in machine.out if k == "c")
-        if machine.calls and partner is not None:
-            partner.inbox.extend(machine.calls)
-            partner.handoff = True
-            content += _HANDOFF
         return reasoning, content
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
@@ -529,49 +521,38 @@ class HarmonyReasoningParser(ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        partner = self._partner()
-        reasoning, content, calls = parse_messages(self.ctx.tokenizer, token_ids, tools=partner is not None,
-                                                   reasoning=True)
-        if partner is not None:
-            partner.complete = calls
+        reasoning, content, _ = parse_messages(self.ctx.tokenizer, token_ids, tools=False, reasoning=True)
         return reasoning, content
 
 
 class HarmonyToolParser(ToolParser):
-    """`openai`: the tool calls the paired `openai_gptoss` parser found (see the module doc)."""
+    """`openai`: the tool calls, the same machine run on the same token ids (a `unified` family:
+    the pipeline feeds it every step; the content is the reasoning parser's, passed through)."""
 
     name = "openai"
     supports_required_and_named = False  # required/named outputs are Harmony calls too
     engine_based = True  # runs under tool_choice "none" too (the calls are then dropped)
-
-    def __init__(self, ctx: ParserContext) -> None:
-        super().__init__(ctx)
-        self.inbox: list[ToolCallDelta] = []
-        self.handoff = False
-        self.complete: list[dict[str, Any]] | None = None
-        object.__setattr__(ctx, "_harmony_tools", self)  # the request's reasoning parser finds us
+    unified = True
 
     def start(self) -> State:
-        return {}
+        return new_machine()
 
-    def _take(self) -> list[ToolCallDelta]:
-        calls, self.inbox = self.inbox, []
-        return calls
+    def _run(self, state: State, token_ids: Sequence[int], final: bool) -> list[ToolCallDelta]:
+        machine = HarmonyMachine(self.ctx.tokenizer, state, tools=True, reasoning=False)
+        machine.feed(token_ids)
+        if final:
+            machine.finish()
+        return machine.calls
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
-        if self.handoff and text.endswith(_HANDOFF):
-            text = text[:-1]
-        self.handoff = False
-        return text, self._take()
+        return text, self._run(state, token_ids, final=False)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
-        self.handoff = False
-        return "", self._take()
+        return "", self._run(state, (), final=True)
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        calls, self.complete = self.complete, None
-        return calls, (text or None)
+        return parse_messages(self.ctx.tokenizer, token_ids, tools=True, reasoning=False)[2], (text or None)
 
 
 def check_flags(harmony_model: bool, reasoning_parser: str | None, tool_call_parser: str | None,
@@ -602,5 +583,3 @@ def check_flags(harmony_model: bool, reasoning_parser: str | None, tool_call_par
                          "is not supported yet (give both, as gpt-oss is served)")
 
 
-register_reasoning(HarmonyReasoningParser.name)(HarmonyReasoningParser)
-register_tool(HarmonyToolParser.name)(HarmonyToolParser)

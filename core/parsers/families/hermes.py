@@ -1,4 +1,4 @@
-"""hermes / qwen3_json: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (spec 6.3).
+"""hermes / qwen3_json: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
 
 vLLM's non-streaming rule (`extract_complete`, exact): content is the text before the first
 `<tool_call>`; every `<tool_call>(.*?)</tool_call>` (or an unclosed last one) must hold a JSON
@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from core.parsers.base import State, ToolCallDelta, ToolParser
-from core.parsers.jsonstream import JsonScanner, new_state
-from core.parsers.registry import register_tool
+from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, new_state
 from core.parsers.structural_tag import TagModel, apply_structural_tag
 from core.parsers.text import partial_suffix
 
@@ -35,35 +34,44 @@ _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL
 _WS = " \t\n\r"
 
 
-class JsonCallReader:
-    """Streams one JSON call object `{"name": .., ARGS_KEY: ..}` through the scanner.
+class JsonCall(TypedDict):
+    """One JSON call object being read (inside the parser state, so the keys are short)."""
 
-    Shared by the JSON-object families. Keeps in `call` (a dict inside the parser state):
-    `js` scanner state, `nm` the name's JSON text while it is read, `name`, `hdr` whether the
-    name delta was sent, `pa` argument text waiting for the name, `ak` which args key was seen.
-    """
+    i: int  # the call's index
+    js: dict[str, Any]  # the JSON scanner's state (core/parsers/jsonstream.py)
+    nm: str  # the name's JSON text while it is read
+    name: str | None  # the name, once read
+    hdr: bool  # the name delta went out
+    pa: str  # argument text waiting for the name
+    ak: str | None  # which arguments key was seen
+    bad: bool  # the object cannot be a call (a repeated key, a name that is no string, not JSON)
+
+
+class JsonCallReader:
+    """Streams one JSON call object `{"name": .., ARGS_KEY: ..}` through the scanner (shared by
+    the JSON-object families); the call's progress is a `JsonCall` inside the parser state."""
 
     def __init__(self, args_keys: tuple[str, ...]) -> None:
         self.args_keys = args_keys
 
     @staticmethod
-    def new_call(index: int) -> dict[str, Any]:
+    def new_call(index: int) -> JsonCall:
         return {"i": index, "js": new_state(1), "nm": "", "name": None, "hdr": False, "pa": "",
                 "ak": None, "bad": False}
 
-    def feed(self, call: dict[str, Any], text: str, out: list[ToolCallDelta]) -> int:
+    def feed(self, call: JsonCall, text: str, out: list[ToolCallDelta]) -> int:
         """Feed JSON text; append deltas to out; return characters used (stops when the object is done)."""
         scanner = JsonScanner(call["js"])
         used = scanner.feed(text)
         self._events(call, scanner.events, out)
         return used
 
-    def finish_scalar(self, call: dict[str, Any], out: list[ToolCallDelta]) -> None:
+    def finish_scalar(self, call: JsonCall, out: list[ToolCallDelta]) -> None:
         scanner = JsonScanner(call["js"])
         scanner.finish()
         self._events(call, scanner.events, out)
 
-    def _events(self, call: dict[str, Any], events: list[tuple], out: list[ToolCallDelta]) -> None:
+    def _events(self, call: JsonCall, events: list[tuple], out: list[ToolCallDelta]) -> None:
         for ev in events:
             kind = ev[0]
             if kind == "frag":
@@ -94,7 +102,7 @@ class JsonCallReader:
                 if not isinstance(name, str):
                     call["bad"] = True
                     continue
-                call["name"] = name
+                call["name"] = name = escape_lone_surrogates(name)
                 if not call["hdr"] and not call["bad"]:
                     call["hdr"] = True
                     out.append({"index": call["i"], "id": None, "type": "function",
@@ -104,14 +112,13 @@ class JsonCallReader:
                 call["bad"] = True
 
     @staticmethod
-    def complete(call: dict[str, Any]) -> bool:
+    def complete(call: JsonCall) -> bool:
         """The object was read completely and has a string name and an args value."""
         js = call["js"]
         return bool(js["done"] and not js["err"] and not call["bad"] and call["name"] is not None
                     and call["ak"] is not None and call["hdr"])
 
 
-@register_tool("hermes", "qwen3_json")
 class HermesToolParser(ToolParser):
     name = "hermes"
     # vLLM constrains required/named calls with its structural tag, then parses them as "auto"
@@ -142,8 +149,7 @@ class HermesToolParser(ToolParser):
                 name = obj["name"]
                 if not isinstance(name, str):
                     raise TypeError("name")
-                calls.append({"id": None, "name": name,
-                              "arguments": json.dumps(obj["arguments"], ensure_ascii=False)})
+                calls.append({"id": None, "name": escape_lone_surrogates(name), "arguments": dumps(obj["arguments"])})
         except Exception:  # noqa: BLE001 - vLLM falls back to plain content on any failure
             return None, text
         content = text[: text.find(TOOL_START)]
@@ -151,12 +157,19 @@ class HermesToolParser(ToolParser):
 
     # -- streaming --------------------------------------------------------------------------
 
+    # phases (serialized as these letters)
+    TEXT = "T"  # content before any call
+    CALL = "I"  # inside a call
+    AFTER = "B"  # after a call (text outside calls is dropped)
+    PLAIN = "X"  # the first call broke before anything of it went out: all content, as vLLM
+
     def start(self) -> State:
-        # ph: "T" text before any call, "I" inside a call, "B" after a call, "X" fell back to content
-        return {"ph": "T", "h": "", "n": 0, "c": None, "raw": None}
+        # h: a partial tag held back; n: calls opened; c: the call being read (JsonCall);
+        # raw: the first call's text, kept until its name goes out (for the plain fallback)
+        return {"ph": self.TEXT, "h": "", "n": 0, "c": None, "raw": None}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
-        if not state["h"] and state["ph"] in ("T", "X") and "<" not in text:
+        if not state["h"] and state["ph"] in (self.TEXT, self.PLAIN) and "<" not in text:
             return text, []  # fast path: plain content
         buf = state["h"] + text if state["h"] else text
         state["h"] = ""
@@ -165,19 +178,19 @@ class HermesToolParser(ToolParser):
         pos = 0
         while pos < len(buf):
             ph = state["ph"]
-            if ph == "X":
+            if ph == self.PLAIN:
                 content.append(buf[pos:])
                 pos = len(buf)
-            elif ph in ("T", "B"):
+            elif ph in (self.TEXT, self.AFTER):
                 at = buf.find(TOOL_START, pos)
                 if at == -1:
                     keep = partial_suffix(buf[pos:], (TOOL_START,))
-                    if ph == "T":
+                    if ph == self.TEXT:
                         content.append(buf[pos:len(buf) - keep])
                     state["h"] = buf[len(buf) - keep:]
                     pos = len(buf)
                 else:
-                    if ph == "T":
+                    if ph == self.TEXT:
                         content.append(buf[pos:at])
                     pos = at + len(TOOL_START)
                     self._open_call(state)
@@ -190,9 +203,9 @@ class HermesToolParser(ToolParser):
                     pos = len(buf)
                 else:
                     pos = at + len(TOOL_END)
-                    if state["ph"] == "I":
+                    if state["ph"] == self.CALL:
                         self._close_call(state, out, content, closed=True)
-                    elif state["ph"] == "X":
+                    elif state["ph"] == self.PLAIN:  # the call fell back just now: its end tag too
                         content.append(TOOL_END)
         return "".join(content), out
 
@@ -200,25 +213,22 @@ class HermesToolParser(ToolParser):
         held, state["h"] = state["h"], ""
         content: list[str] = []
         out: list[ToolCallDelta] = []
-        if state["ph"] in ("T", "X"):
+        if state["ph"] in (self.TEXT, self.PLAIN):
             content.append(held)
-        elif state["ph"] == "I":
+        elif state["ph"] == self.CALL:
             self._call_text(state, held, out, content)
-            if state["ph"] == "I":
+            if state["ph"] == self.CALL:
                 self._close_call(state, out, content, closed=False)
-            elif state["ph"] == "X":
-                pass
         return "".join(content), out
 
     # -- call handling ----------------------------------------------------------------------
 
     def _open_call(self, state: State) -> None:
-        state["ph"] = "I"
+        state["ph"] = self.CALL
         state["c"] = self.reader.new_call(state["n"])
         state["n"] += 1
         # raw text is kept only until the name is sent, for the plain-content fallback
         state["raw"] = TOOL_START if state["n"] == 1 else None
-        state["post"] = False
 
     def _call_text(self, state: State, text: str, out: list[ToolCallDelta], content: list[str]) -> None:
         call = state["c"]
@@ -244,7 +254,7 @@ class HermesToolParser(ToolParser):
         content.append(state["raw"])
         state["raw"] = None
         state["c"] = None
-        state["ph"] = "X"
+        state["ph"] = self.PLAIN
 
     def _close_call(self, state: State, out: list[ToolCallDelta], content: list[str], closed: bool) -> None:
         call = state["c"]
@@ -257,4 +267,4 @@ class HermesToolParser(ToolParser):
             return
         state["c"] = None
         state["raw"] = None
-        state["ph"] = "B"
+        state["ph"] = self.AFTER

@@ -1,18 +1,19 @@
 """mistral: `[THINK]` reasoning and `[TOOL_CALLS]` tool calls, for Hugging Face tokenizers.
 
 vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
-* `[THINK]` in the vocabulary (v13+): reasoning is `[THINK]...[/THINK]`, which may start
-  anywhere in the output (the parser starts in content); a repeated `[THINK]` inside reasoning
-  and a stray `[/THINK]` after it are dropped; `[TOOL_CALLS]` ends reasoning; the reasoning is
+* `[THINK]` in the vocabulary (v13+): the parser engine (vllm/parser/mistral.py, `mistral_config`
+  with special-token reasoning) does reasoning and tool calls: reasoning is `[THINK]...[/THINK]`
+  anywhere in the output (the parser starts in content), `[TOOL_CALLS]` ends it, it is
   right-stripped. Without `[THINK]` there is no reasoning;
-* `[ARGS]` in the vocabulary (v11+): `[TOOL_CALLS]NAME[ARGS]ARGS` or `[TOOL_CALLS]NAME{...}`;
-  the next `[TOOL_CALLS]` starts the next call; the arguments are the first JSON value of the
-  stripped raw text (anything after it is dropped), or the stripped raw text when that is not
-  JSON; names are not checked; content is the text before the first call, stripped;
-* otherwise (pre-v11): `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}` objects (or one
-  object); string arguments are kept as they are, others are re-serialized; without a valid
-  call the content is the JSON text after the marker; with "required" or a named tool a bare
-  array without the marker is accepted.
+* `[ARGS]` in the vocabulary (v11+): the same engine reads `[TOOL_CALLS]NAME[ARGS]ARGS` or
+  `[TOOL_CALLS]NAME{...}`; the next `[TOOL_CALLS]` starts the next call; the arguments are the
+  first JSON value of the stripped raw text (anything after it is dropped), or the stripped raw
+  text when that is not JSON, with the tool schema's types applied; names are not checked (an
+  empty one included); content is the text before the first call, stripped;
+* otherwise (pre-v11, vLLM's legacy path, no engine): `[TOOL_CALLS]` then a JSON list of
+  `{"name", "arguments"}` objects (or one object); string arguments are kept as they are, others
+  are re-serialized; without a valid call the content is the JSON text after the marker; with
+  "required" or a named tool a bare array without the marker is accepted.
 Tool call ids are 9 random alphanumeric characters. (Mistral's own tokenizer mode, which uses
 mistral-common and a grammar, is not supported by this project.)
 """
@@ -26,64 +27,57 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
-from core.parsers.families.glm45 import Glm45ReasoningParser
-from core.parsers.families.think import Action
-from core.parsers.jsonstream import JsonScanner, new_state
-from core.parsers.registry import register_reasoning, register_tool
-from core.parsers.text import find_first, hold_trailing_space, merge_tool_deltas, partial_suffix
+from core.parsers.base import ParserContext, State, ToolCallDelta
+from core.parsers.engine import Ev, Grammar, Phase
+from core.parsers.engine_parsers import (CallState, EngineReasoningParser, EngineToolParser, JsonArgStreamer)
+from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, new_state
+from core.parsers.text import merge_tool_deltas, partial_suffix
 
 TOOL_CALLS, ARGS, THINK, THINK_END = "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"
 _ALNUM = string.ascii_letters + string.digits
 _DECODER = json.JSONDecoder()
 _LIST_RE = re.compile(r"\[{.*}\]", re.DOTALL)
 
+C, R, N, A = Phase.CONTENT, Phase.REASONING, Phase.NAME, Phase.ARGS
+
 
 def mistral_id() -> str:
     return "".join(random.choices(_ALNUM, k=9))
 
 
-@register_reasoning("mistral")
-class MistralReasoningParser(Glm45ReasoningParser):
+def mistral_grammar(reasoning: bool) -> Grammar:
+    think = {"THINK_START": THINK, "THINK_END": THINK_END} if reasoning else {}
+    think_transitions = {(C, "THINK_START"): (R, ()), (R, "THINK_START"): (R, ()),
+                         (R, "THINK_END"): (C, (Ev.REASONING_END,)), (C, "THINK_END"): (C, ()),
+                         (R, "TOOL_CALLS"): (N, (Ev.REASONING_END, Ev.CALL_START))} if reasoning else {}
+    start = (Ev.REASONING_END, Ev.CALL_START) if reasoning else (Ev.CALL_START,)
+    return Grammar(
+        name="mistral", initial=C, wait_for_reasoning=reasoning,
+        terminals={**think, "TOOL_CALLS": TOOL_CALLS, "ARGS": ARGS, "OPEN_BRACE": "{"},
+        id_terminals=frozenset(think.values()) | {TOOL_CALLS, ARGS},
+        transitions={**think_transitions,
+                     (C, "TOOL_CALLS"): (N, start),
+                     (N, "ARGS"): (A, ()),
+                     (N, "OPEN_BRACE"): (A, (Ev.ARGS,)),
+                     (A, "TOOL_CALLS"): (N, (Ev.CALL_END, Ev.CALL_START))})
+
+
+MISTRAL_THINK = mistral_grammar(True)
+MISTRAL = mistral_grammar(False)
+
+
+def _reasoning_vocab(ctx: ParserContext) -> bool:
+    return ctx.tokenizer.token_to_id(THINK) is not None
+
+
+class MistralReasoningParser(EngineReasoningParser):
     name = "mistral"
-    MARKERS = (THINK, THINK_END, TOOL_CALLS, ARGS, "{")
+    GRAMMAR = MISTRAL_THINK
+    GRAMMAR_NO_THINKING = MISTRAL  # without [THINK] in the vocabulary: no reasoning at all
+    MARKERS_REQUIRED = False  # without [THINK] there is simply no reasoning
 
-    def __init__(self, ctx: ParserContext) -> None:
-        tok = ctx.tokenizer
-        self.enabled = tok.token_to_id(THINK) is not None
-        self.drops_special_tokens = self.enabled  # without [THINK] vLLM runs no engine at all
-        self.ctx = ctx
-        self.start_id = tok.token_to_id(THINK)
-        self.end_id = tok.token_to_id(THINK_END)
-        self.thinking = self.enabled
-        self.boundary_ids = frozenset()
-        self._tables = self.tables()
-        self._tags = {phase: tuple(table) for phase, table in self._tables.items()}
-        calls = tok.token_to_id(TOOL_CALLS)
-        self.reasoning_end_ids = frozenset(i for i in (self.end_id, calls) if i is not None)
-
-    def tables(self) -> dict[str, dict[str, Action]]:
-        return {"C": {THINK: ("R", False), THINK_END: (None, False)},
-                "R": {THINK: (None, False), THINK_END: ("C", False), TOOL_CALLS: ("C", True)}, "P": {}}
-
-    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        return "C" if self.enabled else "P"  # the engine starts in content whatever the prompt
-
-    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        if not self.enabled:
-            return True
-        for tid in reversed(token_ids):
-            if tid in self.reasoning_end_ids:
-                return True
-            if tid == self.start_id:
-                return False
-        return False
-
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if not self.enabled:
-            return None, text
-        return super().parse_complete(text, token_ids, prompt_token_ids)
+    def thinking_enabled(self, ctx: ParserContext) -> bool:
+        return _reasoning_vocab(ctx)  # without [THINK] vLLM runs no reasoning at all
 
 
 def _pre_v11_calls(parsed: Any) -> list[dict[str, Any]]:
@@ -99,27 +93,27 @@ def _pre_v11_calls(parsed: Any) -> list[dict[str, Any]]:
         if args is None:
             args = "{}"
         elif not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
-        calls.append({"id": mistral_id(), "name": name if isinstance(name, str) else "", "arguments": args})
+            args = dumps(args)
+        calls.append({"id": mistral_id(), "name": escape_lone_surrogates(name) if isinstance(name, str) else "",
+                      "arguments": escape_lone_surrogates(args)})
     return calls
 
 
-@register_tool("mistral")
-class MistralToolParser(ToolParser):
+class MistralToolParser(EngineToolParser):
+    """v11+: the engine; pre-v11: vLLM's legacy JSON-list reader (the `_legacy_*` methods)."""
+
     name = "mistral"
-    supports_required_and_named = False
-    engine_based = True
-    MARKERS = MistralReasoningParser.MARKERS
+    STREAMER = JsonArgStreamer(first_value_only=True)
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
         tok = ctx.tokenizer
-        # one parser for both in vLLM: its engine (and the special-token drop) runs with [THINK] only
-        self.drops_special_tokens = tok.token_to_id(THINK) is not None
         if tok.token_to_id(TOOL_CALLS) is None:
             raise ValueError("Mistral parser could not locate the tool call token in the tokenizer!")
         self.v11 = tok.token_to_id(ARGS) is not None
-        self.drops = (THINK_END,) if ctx.reasoning_parser and tok.token_to_id(THINK) is not None else ()
+
+    def grammar_for(self, ctx: ParserContext) -> Grammar:
+        return MISTRAL_THINK if _reasoning_vocab(ctx) else MISTRAL
 
     def adjust_request(self, request: Any) -> Any:
         request.skip_special_tokens = False
@@ -149,17 +143,88 @@ class MistralToolParser(ToolParser):
     def _forced(self) -> bool:
         return self.ctx.tool_choice == "required" or isinstance(self.ctx.tool_choice, dict)
 
-    # -- non-streaming ---------------------------------------------------------------------
+    # -- v11+: the engine with Mistral's rules (vllm/parser/mistral.py overrides) -----------
+
+    def accept_name(self, name: Any) -> bool:
+        return self.valid_name(name)  # once [ARGS] or "{" ends it, a name is final, "" included
+
+    def name_in_args(self, call: CallState) -> str | None:
+        return call["nm"]  # no JSON-embedded name in this format
+
+    def name_and_args(self, raw: str) -> tuple[Any, str]:
+        return "", self.args_json(raw, "")
+
+    def args_json(self, raw: str, name: str) -> str:
+        """The first JSON value of the stripped raw text (vLLM gh#48975), else that text."""
+        stripped = raw.strip()
+        if not stripped:
+            return "{}"
+        try:
+            _, end = _DECODER.raw_decode(stripped)
+        except ValueError:
+            return stripped
+        return stripped[:end]
+
+    def header_certain(self, call: CallState) -> str | None:
+        return call["nm"].strip() if call["sent"] and (call["nm"] or call["ra"]) else None
+
+    def call_id(self, call: CallState) -> str | None:
+        return mistral_id()
+
+    # -- the contract, v11+ or pre-v11 --------------------------------------------------
+
+    # pre-v11 phases (serialized as these letters)
+    CONTENT = "C"  # before the marker
+    SKIP = "S"  # after the marker, before the JSON
+    JSON = "J"  # reading the JSON of the calls
+    AFTER = "E"  # after it (dropped)
+    FORCED = "F"  # "required" / a named tool: held whole, answered at the end (vLLM reads it whole)
+
+    def start(self) -> State:
+        if self.v11:
+            return super().start()
+        # h: a partial marker held; n: calls sent; js: the JSON scanner; c: the call being read;
+        # raw: the JSON text, kept until a call goes out (or the forced output, held whole)
+        return {"ph": self.FORCED if self._forced() else self.CONTENT, "h": "", "n": 0, "called": False,
+                "js": None, "c": None, "raw": "" if self._forced() else None}
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        if self.v11:
+            return super().feed(state, text, token_ids)
+        if self.ctx.tool_choice == "none" and self.ctx.tools:
+            return text, []  # pre-v11 with tool_choice "none": the output is content as written
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        self._feed_legacy(state, text, content, out)
+        return "".join(content), merge_tool_deltas(out)
+
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        if self.v11:
+            return super().finish(state)
+        content: list[str] = []
+        out: list[ToolCallDelta] = []
+        if state["ph"] == self.FORCED:
+            self._legacy_held(state, content, out)
+        elif not (self.ctx.tool_choice == "none" and self.ctx.tools):
+            held, state["h"] = state["h"], ""
+            if held and state["ph"] == self.CONTENT:
+                content.append(held)
+            elif held:
+                self._feed_legacy(state, held, content, out, final=True)
+            self._finish_legacy(state, content, out)
+        return "".join(content), merge_tool_deltas(out)
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         if self.v11:
-            calls, content = super().extract_complete(text, token_ids)
-            if calls:
-                return calls, (content or "").strip() or None
-            return None, content
+            return super().extract_complete(text, token_ids)
+        return self._legacy_extract(text)
+
+    def _legacy_extract(self, text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """vLLM's `_legacy_extract_tool_calls` (non-streaming, exact)."""
+        # the legacy reader's content is returned as it is ("" included) under tool_choice "none"
         if self.ctx.tool_choice == "none" and self.ctx.tools:
-            return None, text or None
+            return None, text
         content = None
         if TOOL_CALLS in text:
             content, *segments = text.split(TOOL_CALLS)
@@ -167,7 +232,7 @@ class MistralToolParser(ToolParser):
         elif self._forced():
             body = text.strip()
         else:
-            return None, text or None
+            return None, text
         try:
             parsed, _ = _DECODER.raw_decode(body)
         except ValueError:
@@ -178,178 +243,68 @@ class MistralToolParser(ToolParser):
                 parsed = None
         calls = _pre_v11_calls(parsed)
         if not calls:
-            return None, body or None
+            return None, body
         return calls, content if content and content.strip() else None
-
-    # -- streaming --------------------------------------------------------------------------
-
-    def start(self) -> State:
-        # v11 ph: C content, N name, A arguments; pre-v11 ph: C, S skip to JSON, J in the JSON, E after
-        return {"ph": "C", "h": "", "n": 0, "cw": "", "called": False, "nm": "", "as": False, "aw": "",
-                "js": None, "c": None, "raw": None}
-
-    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
-        content: list[str] = []
-        out: list[ToolCallDelta] = []
-        if self.v11:
-            self._feed_v11(state, text, content, out)
-        elif self.ctx.tool_choice == "none" and self.ctx.tools:
-            return text, []  # pre-v11 with tool_choice "none": the output is content as written
-        else:
-            self._feed_legacy(state, text, content, out)
-        return "".join(content), merge_tool_deltas(out)
-
-    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
-        content: list[str] = []
-        out: list[ToolCallDelta] = []
-        held, state["h"] = state["h"], ""
-        if self.v11:
-            self._text_v11(state, held, content, out)
-            if state["ph"] in ("N", "A"):
-                self._end_call_v11(state, out)
-            if not state["called"] and state["cw"]:
-                content.append(state["cw"])
-            state["cw"] = ""
-        elif not (self.ctx.tool_choice == "none" and self.ctx.tools):
-            if state.get("lw"):
-                content.append(state["lw"])
-                state["lw"] = ""
-            if held and state["ph"] == "C":
-                content.append(held)
-            elif held:
-                self._feed_legacy(state, held, content, out, final=True)
-            self._finish_legacy(state, content, out)
-        return "".join(content), merge_tool_deltas(out)
-
-    # v11+ -------------------------------------------------------------------------------
-
-    def _feed_v11(self, state: State, text: str, content: list[str], out: list[ToolCallDelta]) -> None:
-        buf = state["h"] + text if state["h"] else text
-        state["h"] = ""
-        pos = 0
-        while pos < len(buf):
-            ph = state["ph"]
-            tags = {"C": (TOOL_CALLS,) + self.drops, "N": (ARGS, "{"), "A": (TOOL_CALLS,), "D": (TOOL_CALLS,)}[ph]
-            at, tag = find_first(buf, tags, pos)
-            end = at if tag is not None else len(buf) - partial_suffix(buf[pos:], tags)
-            self._text_v11(state, buf[pos:end], content, out)
-            if tag is None:
-                state["h"] = buf[end:]
-                break
-            pos = at + len(tag)
-            if tag in self.drops:
-                continue
-            if tag == TOOL_CALLS:
-                if ph == "A":
-                    self._end_call_v11(state, out)
-                state.update(ph="N", nm="", called=True, cw="")
-            else:  # [ARGS] or "{" ends the name
-                name = state["nm"].strip()
-                state.update(ph="A", called=True, cw="", **{"as": False}, aw="", js=new_state(1))
-                out.append({"index": state["n"], "id": mistral_id(), "type": "function",
-                            "function": {"name": name, "arguments": ""}})
-                if tag == "{":
-                    self._text_v11(state, "{", content, out)
-
-    def _text_v11(self, state: State, text: str, content: list[str], out: list[ToolCallDelta]) -> None:
-        if not text:
-            return
-        ph = state["ph"]
-        if ph == "C":
-            hold_trailing_space(state, text, content)
-        elif ph == "N":
-            state["nm"] += text
-        elif ph == "A":
-            js = state["js"]
-            if not state["as"]:
-                text = text.lstrip()
-                if not text:
-                    return
-                state["as"] = True
-            if js is not None and not js["err"]:
-                if js["done"]:
-                    return  # text after the first JSON value is dropped
-                used = JsonScanner(js).feed(text)
-                if js["done"]:
-                    text = text[:used]
-                elif js["err"]:
-                    pass  # not JSON: the stripped raw text is the arguments
-            text = state["aw"] + text
-            body = text.rstrip()
-            state["aw"] = text[len(body):]
-            if body:
-                out.append({"index": state["n"], "function": {"arguments": body}})
-
-    def _end_call_v11(self, state: State, out: list[ToolCallDelta]) -> None:
-        if state["ph"] == "N":  # a name never followed by arguments
-            out.append({"index": state["n"], "id": mistral_id(), "type": "function",
-                        "function": {"name": state["nm"].strip(), "arguments": "{}"}})
-            state["called"] = True
-        elif not state["as"]:
-            out.append({"index": state["n"], "function": {"arguments": "{}"}})
-        elif state["js"] is not None and not state["js"]["done"] and not state["js"]["err"]:
-            JsonScanner(state["js"]).finish()  # a bare top-level number completes at the end
-        state["n"] += 1
-        state["ph"] = "D"
 
     # pre-v11 ------------------------------------------------------------------------------
 
     def _feed_legacy(self, state: State, text: str, content: list[str], out: list[ToolCallDelta],
                      final: bool = False) -> None:
+        if state["ph"] == self.FORCED:
+            state["raw"] += text
+            return
         buf = state["h"] + text if state["h"] else text
         state["h"] = ""
-
-        if state["ph"] == "C":
-            first = None
-            if not state.get("begun") and self._forced():
-                if not buf.strip():
-                    state["lw"] = state.get("lw", "") + buf  # leading blanks: a bare array would drop them
-                    return
-                state["begun"] = True  # the output's first visible character decides a bare array
-                first = buf.lstrip()[:1]
-                held, state["lw"] = state.get("lw", ""), ""
-                if first not in ("[", "{"):
-                    buf = held + buf
-            if first in ("[", "{"):
-                state["ph"] = "S"  # a guided bare array
-            else:
-                at = buf.find(TOOL_CALLS)
-                if at == -1:
-                    keep = partial_suffix(buf, (TOOL_CALLS,))
-                    content.append(buf[:len(buf) - keep])
-                    state["h"] = buf[len(buf) - keep:]
-                    return
-                content.append(buf[:at])
-                buf = buf[at + len(TOOL_CALLS):]
-                state["ph"] = "S"
+        if state["ph"] == self.CONTENT:
+            at = buf.find(TOOL_CALLS)
+            if at == -1:
+                keep = partial_suffix(buf, (TOOL_CALLS,))
+                content.append(buf[:len(buf) - keep])
+                state["h"] = buf[len(buf) - keep:]
+                return
+            content.append(buf[:at])
+            buf = buf[at + len(TOOL_CALLS):]
+            state["ph"] = self.SKIP
         if not final:  # a marker split across feeds must not reach the JSON
             keep = partial_suffix(buf, (TOOL_CALLS,))
             if keep:
                 state["h"] = buf[len(buf) - keep:]
                 buf = buf[:len(buf) - keep]
-        if state["ph"] == "S":
+        if state["ph"] == self.SKIP:
             stripped = buf.lstrip()
             while stripped.startswith(TOOL_CALLS):  # empty segments between markers count as none
                 stripped = stripped[len(TOOL_CALLS):].lstrip()
             if not stripped:
                 return
-            state["ph"] = "J"
+            state["ph"] = self.JSON
             state["raw"] = ""
             state["js"] = new_state(2 if stripped[0] == "[" else 1)
             buf = stripped
-        if state["ph"] in ("J", "E"):
+        if state["ph"] in (self.JSON, self.AFTER):
             cut = buf.find(TOOL_CALLS)
             piece = buf if cut == -1 else buf[:cut]
             if state["raw"] is not None and not state.get("segment_done"):
                 state["raw"] += piece  # the JSON segment, kept until a call is sent (plain-content fallback)
             if cut != -1:
                 state["segment_done"] = True
-            if state["ph"] == "J":
+            if state["ph"] == self.JSON:
                 scanner = JsonScanner(state["js"])
                 scanner.feed(piece)
                 self._legacy_events(state, scanner.events, out)
                 if state["js"]["done"] or state["js"]["err"] or cut != -1:
-                    state["ph"] = "E"
+                    state["ph"] = self.AFTER
+
+    def _legacy_held(self, state: State, content: list[str], out: list[ToolCallDelta]) -> None:
+        """A forced output, held whole: vLLM's non-streaming answer, at once."""
+        calls, text = self._legacy_extract(state["raw"])
+        state["raw"] = None
+        for index, call in enumerate(calls or ()):
+            out.append({"index": index, "id": call["id"], "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]}})
+        if calls:
+            state["called"] = True
+        if text:
+            content.append(text)
 
     def _legacy_events(self, state: State, events: list[tuple], out: list[ToolCallDelta]) -> None:
         for ev in events:
@@ -375,7 +330,7 @@ class MistralToolParser(ToolParser):
                     name = json.loads(call["nm"])
                 except ValueError:
                     name = ""
-                self._legacy_header(state, call, name if isinstance(name, str) else "", out)
+                self._legacy_header(state, call, escape_lone_surrogates(name) if isinstance(name, str) else "", out)
             elif kind == "end" and ev[1] == "arguments":
                 call["aend"] = True
                 if call["hdr"] and call["akind"] not in ("{", "["):
@@ -403,7 +358,7 @@ class MistralToolParser(ToolParser):
                     "function": {"name": name, "arguments": pending}})
 
     def _finish_legacy(self, state: State, content: list[str], out: list[ToolCallDelta]) -> None:
-        if state["ph"] in ("J", "E") and state["js"] is not None:
+        if state["ph"] in (self.JSON, self.AFTER) and state["js"] is not None:
             scanner = JsonScanner(state["js"])
             scanner.finish()
             self._legacy_events(state, scanner.events, out)
@@ -421,7 +376,7 @@ def _scalar_args(frag: str) -> str:
         return frag
     if value is None:
         return "{}"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return escape_lone_surrogates(value) if isinstance(value, str) else dumps(value)
 
 
 def _dump(value: Any) -> Any:

@@ -16,13 +16,13 @@ of the current call only.
 from __future__ import annotations
 
 import ast
-import json
 import keyword
 from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import State, ToolCallDelta, ToolParser
-from core.parsers.registry import register_tool
+from core.parsers.jsonstream import dumps
+from core.parsers.text import partial_suffix
 
 try:  # the `regex` module (a transformers dependency) has match timeouts, like vLLM's check
     import regex as _re
@@ -36,7 +36,8 @@ except ImportError:  # pragma: no cover
 _CALL_LIST = _re.compile(
     r"\[([a-zA-Z]+\w*\(([a-zA-Z]+\w*=.*,\s*)*([a-zA-Z]+\w*=.*\s)?\),\s*)*"
     r"([a-zA-Z]+\w*\(([a-zA-Z]+\w*=.*,\s*)*([a-zA-Z]+\w*=.*\s*)?\)\s*)+\]", _re.DOTALL)
-_NAME = _re.compile(r"[a-zA-Z]+\w*")
+_FIRST_NAME = _re.compile(r"[a-zA-Z]\w*")  # vLLM's pattern: `[` then this, then `(`
+_NAME = _re.compile(r"[a-zA-Z]\w*(?:\.[^\W\d]\w*)*")  # a later call target, dotted or not
 _JSON_NAMES = {"null": None, "true": True, "false": False}
 PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"
 
@@ -83,7 +84,7 @@ def _call(node: ast.Call) -> dict[str, Any]:
     if not isinstance(node.func, (ast.Name, ast.Attribute)):
         raise _NotLiteral("call target")
     args = {kw.arg: literal(kw.value) for kw in node.keywords}
-    return {"id": None, "name": _dotted(node.func), "arguments": json.dumps(args, ensure_ascii=False)}
+    return {"id": None, "name": _dotted(node.func), "arguments": dumps(args)}
 
 
 def _matches(text: str) -> bool:
@@ -95,7 +96,6 @@ def _matches(text: str) -> bool:
         return False
 
 
-@register_tool("pythonic")
 class PythonicToolParser(ToolParser):
     name = "pythonic"
     STRIP_PYTHON_TAGS = False
@@ -120,15 +120,25 @@ class PythonicToolParser(ToolParser):
             return None, text
 
     # -- streaming --------------------------------------------------------------------------
-    # ph: U undecided (empty / partial <|python_start|>), C content, L in the list between calls,
-    # K in a call (cb: its text so far), E after the list, X dead (malformed after something was sent)
+    # phases (serialized as these letters)
+    UNDECIDED = "U"  # nothing yet, or a partial <|python_start|>
+    CONTENT = "C"  # not a call list: plain content
+    LIST = "L"  # in the list, between calls
+    CALL = "K"  # in a call (cb: its text so far)
+    AFTER = "E"  # after the list
+    BROKEN = "X"  # malformed: content if nothing was sent yet, else nothing more
 
     def start(self) -> State:
-        return {"ph": "U", "h": "", "n": 0, "cb": "", "ea": 0, "hdr": False, "pa": False}
+        # h: held start; n: calls sent; cb: current call text; ea: its arguments sent; hdr: its
+        # name sent; pa: any argument sent; pe: a partial <|python_end|> held (llama4_pythonic)
+        # ab: vLLM's call-list pattern can no longer fail (a call had a keyword argument, whose `.*`
+        # takes anything after it); until then calls without arguments wait in pend (names)
+        return {"ph": self.UNDECIDED, "h": "", "n": 0, "cb": "", "ea": 0, "hdr": False, "pa": False, "pe": "",
+                "ab": False, "pend": []}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
         out: list[ToolCallDelta] = []
-        if state["ph"] == "U":
+        if state["ph"] == self.UNDECIDED:
             text = state["h"] + text
             state["h"] = ""
             if self.STRIP_PYTHON_TAGS:
@@ -141,38 +151,45 @@ class PythonicToolParser(ToolParser):
             if not text:
                 return "", []
             if text.startswith("["):
-                state["ph"] = "L"
+                state["ph"] = self.LIST
                 state["raw"] = (PYTHON_START if state.get("tags") else "") + "["
                 text = text[1:]
             else:
-                state["ph"] = "C"
-        if state["ph"] == "C":
+                state["ph"] = self.CONTENT
+                if state.get("tags"):  # no call list: the output is content as written
+                    text = PYTHON_START + text
+        if state["ph"] == self.CONTENT:
             return text, []
         if state.get("raw") is not None:
             state["raw"] += text  # kept until the first name is sent: a list that is no call is content
-        if state.get("tags"):
-            text = text.replace(PYTHON_END, "")  # a split <|python_end|> is a special token: never split
+        if state.get("tags"):  # every <|python_end|> is dropped, even split across chunks
+            text = state["pe"] + text
+            keep = partial_suffix(text, (PYTHON_END,))
+            state["pe"] = text[len(text) - keep:]
+            text = text[:len(text) - keep].replace(PYTHON_END, "")
         self._tool_text(state, text, out)
-        if out:
+        if state["ab"]:
             state["raw"] = None
-        elif state["ph"] == "X" and state.get("raw") is not None:
+        elif state["ph"] == self.BROKEN and state.get("raw") is not None:
             return self._fall_back(state), out
         return "", out
 
-    @staticmethod
-    def _fall_back(state: State) -> str:
+    def _fall_back(self, state: State) -> str:
         raw, state["raw"] = state["raw"], None
-        state["ph"] = "C"
+        state["ph"] = self.CONTENT
         return raw
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         held, state["h"] = state["h"], ""
-        if state["ph"] == "U":
+        if state["ph"] == self.UNDECIDED:
             return held, []
         out: list[ToolCallDelta] = []
-        if state["ph"] == "K":
+        if state["pe"] and state["ph"] in (self.LIST, self.CALL):
+            pending, state["pe"] = state["pe"], ""
+            self._tool_text(state, pending, out)
+        if state["ph"] == self.CALL:
             self._scan_call(state, out, final=True)
-        if not out and state["n"] == 0 and not state["hdr"] and state.get("raw") is not None:
+        if not out and state["n"] == 0 and not state["ab"] and state.get("raw") is not None:
             return self._fall_back(state), out
         return "", out
 
@@ -180,25 +197,77 @@ class PythonicToolParser(ToolParser):
         pos = 0
         while pos < len(text):
             ph = state["ph"]
-            if ph in ("E", "X"):
+            if ph in (self.AFTER, self.BROKEN):
                 return
-            if ph == "L":
+            if ph == self.LIST:
                 ch = text[pos]
+                if not state["ab"] and not self._pattern_allows(state, ch):
+                    state["ph"] = self.BROKEN
+                    return
                 if ch in " \t\r\n,":
                     pos += 1
                 elif ch == "]":
-                    state["ph"] = "E"
+                    state["ph"] = self.AFTER
+                    self._release(state, out)
                     return
                 else:
-                    state.update(ph="K", cb="", ea=0, hdr=False, pa=False)
+                    state.update(ph=self.CALL, cb="", ea=0, hdr=False, pa=False)
             else:  # in a call: append and rescan the current call only
                 state["cb"] += text[pos:]
                 pos = len(text)
                 rest = self._scan_call(state, out, final=False)
                 if rest is not None:
-                    state["ph"] = "L"
+                    state["ph"] = self.LIST
                     self._tool_text(state, rest, out)
                 return
+
+    def _pattern_allows(self, state: State, ch: str) -> bool:
+        """Between calls, before vLLM's pattern is sure to match: `[` or `,` then a name at once,
+        `)` then `,` or `]` (after blanks)."""
+        prev = state.get("lc", "[")
+        state["lc"] = ch if not ch.isspace() else (prev if prev != ")" else " ")
+        if prev in "[,":
+            return "a" <= ch.lower() <= "z" or (prev == "," and ch.isspace())
+        if prev == ")":
+            return ch == "," or ch == "]" or ch.isspace()
+        return ch == "]" or ch.isspace()  # blanks after a `)`: only the list's end may follow
+
+    def _release(self, state: State, out: list[ToolCallDelta]) -> None:
+        """The pattern matches: the calls without arguments that waited go out."""
+        state["ab"] = True
+        for name in state["pend"]:
+            out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": "{}"}})
+            state["n"] += 1
+        state["pend"] = []
+
+    def _head(self, state: State, cb: str, paren: int, out: list[ToolCallDelta]) -> bool | None:
+        """A call's name and first argument against vLLM's pattern: True to go on, None to wait."""
+        if state["ab"]:
+            name = cb[:paren].strip()
+            if not _NAME.fullmatch(name):
+                state["ph"] = self.BROKEN
+                return False
+        else:
+            name = cb[:paren]
+            after = cb[paren + 1:]
+            head = _FIRST_NAME.match(after)
+            if not _FIRST_NAME.fullmatch(name) or not after or (head is None and after[0] != ")"):
+                if _FIRST_NAME.fullmatch(name) and not after:
+                    return None
+                state["ph"] = self.BROKEN
+                return False
+            if head is not None:
+                if head.end() == len(after):
+                    return None
+                if after[head.end()] != "=":
+                    state["ph"] = self.BROKEN
+                    return False
+                self._release(state, out)
+        state["hdr"] = True
+        state["nm"] = name
+        if state["ab"]:
+            out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": ""}})
+        return True
 
     def _scan_call(self, state: State, out: list[ToolCallDelta], final: bool) -> str | None:
         """Emit what the current call's text now completes; return the text after its `)` if closed."""
@@ -206,19 +275,14 @@ class PythonicToolParser(ToolParser):
         paren = cb.find("(")
         if paren == -1:
             return None
-        if not state["hdr"]:
-            name = cb[:paren].strip()
-            if not _NAME.fullmatch(name):
-                state["ph"] = "X"
-                return None
-            state["hdr"] = True
-            out.append({"index": state["n"], "id": None, "type": "function", "function": {"name": name, "arguments": ""}})
+        if not state["hdr"] and not self._head(state, cb, paren, out):
+            return None
         args, closed_at = _split_args(cb, paren + 1)
         complete = args if closed_at is not None else args[:-1]
         for segment in complete[state["ea"]:]:
             piece = self._arg_json(segment)
             if piece is None:
-                state["ph"] = "X"
+                state["ph"] = self.BROKEN
                 return None
             if piece:
                 out.append({"index": state["n"], "function": {"arguments": (", " if state["pa"] else "{") + piece}})
@@ -226,9 +290,13 @@ class PythonicToolParser(ToolParser):
             state["ea"] += 1
         if closed_at is None:
             return None
+        state["cb"] = ""
+        state["lc"] = ")"
+        if not state["ab"]:  # a call without arguments before the pattern is sure: it waits
+            state["pend"].append(state.pop("nm"))
+            return cb[closed_at + 1:]
         out.append({"index": state["n"], "function": {"arguments": "}" if state["pa"] else "{}"}})
         state["n"] += 1
-        state["cb"] = ""
         return cb[closed_at + 1:]
 
     @staticmethod
@@ -245,10 +313,9 @@ class PythonicToolParser(ToolParser):
             value = literal(ast.parse(segment[eq + 1:].strip(), mode="eval").body)
         except Exception:  # noqa: BLE001
             return None
-        return json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
+        return dumps(key) + ": " + dumps(value)
 
 
-@register_tool("llama4_pythonic")
 class Llama4PythonicToolParser(PythonicToolParser):
     name = "llama4_pythonic"
     STRIP_PYTHON_TAGS = True

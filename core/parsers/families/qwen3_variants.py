@@ -1,13 +1,16 @@
 """Qwen3-grammar variants: `step3p5` (Step-3.5 / 3.7: reasoning and tools) and `nemotron_v3`
-(Nemotron 3 Super: reasoning), vLLM 0.33's Qwen3 parser engine with other settings.
+(Nemotron 3 Super: reasoning), vLLM 0.33's Qwen3 parser engine with other settings
+(vllm/parser/step3p5.py, nemotron_v3.py):
 
-Rules, as observed on vLLM's non-streaming answers (golden_frontier/qwen3_variants.json):
-* step3p5: qwen3's reasoning grammar, always thinking (`enable_thinking` is ignored: the template
-  always prefills `<think>`), the reasoning right-stripped; tools are qwen3_xml's;
-* nemotron_v3: qwen3's grammar with the reasoning right-stripped; `enable_thinking: false`
-  starts in content, where a stray `</think>` is dropped and a `<think>` stays text (special
-  tokens are dropped either way); with `enable_thinking: false` or `force_nonempty_content: true`
-  a whitespace-only (or missing) content is swapped with the reasoning.
+* step3p5: `qwen3_config(thinking=True)` with ChatML turn boundaries and the reasoning
+  right-stripped; always thinking (`enable_thinking` is ignored: the template always prefills
+  `<think>`); tools are qwen3_xml's;
+* nemotron_v3: `qwen3_config(thinking)` with the reasoning right-stripped; with `enable_thinking:
+  false` the reasoning parser returns the output untouched (as qwen3; a tool pass behind it starts
+  in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
+  `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
+  defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
+  reasoning.
 
 Streaming follows the non-streaming answer except for that swap, which only the end of the
 output decides (vLLM's stream sends the reasoning, then repeats it as content).
@@ -17,66 +20,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.parsers.base import ParserContext, ReasoningParser, State
-from core.parsers.families.glm45 import Glm45ReasoningParser
-from core.parsers.families.qwen3_xml import Qwen3XmlToolParser
-from core.parsers.families.think import Qwen3ReasoningParser
-from core.parsers.registry import register_reasoning, register_tool
+from core.parsers.base import ParserContext
+from core.parsers.engine import Phase
+from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser, qwen3_grammar
+
+STEP3P5 = qwen3_grammar(Phase.REASONING, "step3p5", strip_reasoning=True)
+NEMOTRON_V3 = qwen3_grammar(Phase.REASONING, "nemotron_v3", strip_reasoning=True)
+NEMOTRON_V3_NO_THINKING = qwen3_grammar(Phase.CONTENT, "nemotron_v3", strip_reasoning=True)
 
 
-class _StrippedQwen3Reasoning(Qwen3ReasoningParser):
-    """Qwen3's reasoning with its trailing whitespace held until more reasoning comes (dropped at the end)."""
-
-    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
-        state = super().start(prompt_token_ids)
-        state["rw"] = ""
-        return state
-
-    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
-        reasoning, content = super().feed(state, text, token_ids)
-        return Glm45ReasoningParser._strip(self, state, reasoning), content  # type: ignore[arg-type]
-
-    def finish(self, state: State) -> tuple[str, str]:
-        reasoning, content = super().finish(state)
-        reasoning = Glm45ReasoningParser._strip(self, state, reasoning)  # type: ignore[arg-type]
-        state["rw"] = ""
-        return reasoning, content
-
-    parse_complete = ReasoningParser.parse_complete  # qwen3's "thinking off: untouched" does not apply
-
-
-@register_reasoning("step3p5")
-class Step3p5ReasoningParser(_StrippedQwen3Reasoning):
+class Step3p5ReasoningParser(Qwen3ReasoningParser):
     name = "step3p5"
+    GRAMMAR = STEP3P5
 
-    def __init__(self, ctx: ParserContext) -> None:
-        super().__init__(ctx)
-        self.thinking = True  # the template always opens reasoning
-        self.drops_special_tokens = True
+    def thinking_enabled(self, ctx: ParserContext) -> bool:
+        return True  # the template always opens reasoning
 
 
-@register_tool("step3p5")
 class Step3p5ToolParser(Qwen3XmlToolParser):
     name = "step3p5"
 
 
-@register_reasoning("nemotron_v3")
-class NemotronV3ReasoningParser(_StrippedQwen3Reasoning):
+class NemotronV3ReasoningParser(Qwen3ReasoningParser):
     name = "nemotron_v3"
+    GRAMMAR, GRAMMAR_NO_THINKING = NEMOTRON_V3, NEMOTRON_V3_NO_THINKING
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
-        kwargs = ctx.chat_template_kwargs
-        self.drops_special_tokens = True  # the engine runs with thinking off too
+        kwargs = ctx.request_chat_template_kwargs  # (vLLM reads the request's, not the server's defaults)
         self.force_content = kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True
-
-    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        if not self.thinking:
-            return "C"  # content, where `</think>` is dropped and `<think>` is text
-        return super().initial_phase(prompt_token_ids)
-
-    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        return True if not self.thinking else super().is_reasoning_end(token_ids)
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:

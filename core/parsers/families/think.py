@@ -1,24 +1,21 @@
-"""`<think>`/`</think>` reasoning: deepseek_r1, qwen3, deepseek_v3.
+"""`<think>`/`</think>` reasoning: deepseek_r1, deepseek_v3; granite's text markers.
 
 One tag-driven state machine: a phase ("R" reasoning, "C" content, "P" plain pass-through) and
 the few characters of a possibly-partial tag held back at the end of a feed. Each phase has a
 table of tags and what they do (drop the tag, switch phase, keep the tag as content). The work
 per feed is O(len(text)); the state is two short strings.
 
-Rules, from vLLM 0.33's non-streaming parsers (spec 6.3):
-* deepseek_r1 (`BaseThinkingReasoningParser`): text after the first `</think>` is content;
-  before it, reasoning. Its non-streaming rule also drops any text before a `<think>` — a look
-  ahead no stream can do, so `parse_complete` applies it on the whole text while the stream
-  (like vLLM's own stream) keeps such text as reasoning. The prompt is not consulted.
-* qwen3 (engine grammar): reasoning until `</think>`, or until `<tool_call>` (implicit end; the
-  tag stays for the tool parser); `<think>` is dropped, and after reasoning a repeated `</think>`
-  is dropped too; the text of every other special token (`<|im_end|>`, `<|endoftext|>`, ...) is
-  dropped everywhere by the pipeline (`drops_special_tokens`, core/parsers/special.py).
-  `enable_thinking: false` means plain content (nothing dropped) and reasoning already ended.
-  A prompt that already closed reasoning (spec 7.3) starts in content.
+Rules (vLLM 0.33's `BaseThinkingReasoningParser` and its stream):
+* deepseek_r1: text before the first `</think>` is reasoning (every `<think>` in it dropped),
+  text after it is content; the prompt is not consulted. vLLM's non-streaming rule differs on
+  outputs with a `<think>` that is not at the start: it partitions at the first `<think>`
+  anywhere, so it drops the text before it (even a whole answer after `</think>`) and keeps a
+  repeated `<think>` as text; its own stream does neither. Both our answers follow the stream
+  (a documented vLLM bug, core/parsers/README.md).
 * deepseek_v3: deepseek_r1 when the template kwargs turn `thinking`/`enable_thinking` on,
   otherwise everything is content.
 * granite: text markers instead of tags (see `GraniteReasoningParser`).
+(qwen3, glm45, kimi_k2 and mistral reasoning are vLLM's parser engine: core/parsers/engine.py.)
 """
 
 from __future__ import annotations
@@ -26,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.parsers.base import ParserContext, ReasoningParser, State
-from core.parsers.registry import register_reasoning
 from core.parsers.text import find_first, partial_suffix
 
 THINK_START = "<think>"
 THINK_END = "</think>"
+# phases (serialized as these letters)
+REASONING, CONTENT, PLAIN = "R", "C", "P"  # PLAIN: reasoning off, everything passes as content
 
 # an action: (next_phase or None to stay, keep the tag text as output of the new phase)
 Action = tuple[str | None, bool]
@@ -50,35 +48,26 @@ class ThinkTagReasoningParser(ReasoningParser):
             raise ValueError(f"{self.name} reasoning parser could not locate think start/end tokens in the tokenizer!")
         self._tables = self.tables()
         self._tags = {phase: tuple(table) for phase, table in self._tables.items()}
-
-    @property
-    def _first_chars(self) -> str:
-        """The characters a tag can start with: text without them needs no scan."""
-        chars = self.__dict__.get("_first_chars_cache")
-        if chars is None:
-            chars = "".join(sorted({tag[0] for tags in self._tags.values() for tag in tags}))
-            self.__dict__["_first_chars_cache"] = chars
-        return chars
+        # the characters a tag can start with: text without them needs no scan
+        self._first_chars = "".join(sorted({tag[0] for tags in self._tags.values() for tag in tags}))
 
     def tables(self) -> dict[str, dict[str, Action]]:
         raise NotImplementedError
 
     def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        return "R"
+        return REASONING
 
     # -- the contract ---------------------------------------------------------------------
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
         return {"p": self.initial_phase(prompt_token_ids), "h": ""}
 
-    def reasoning_finished(self, state: State) -> bool:
-        return state["p"] != "R"
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
         if not text:
             return "", ""
         if not state["h"] and not any(c in text for c in self._first_chars):  # fast path: no tag can start here
-            return (text, "") if state["p"] == "R" else ("", text)
+            return (text, "") if state["p"] == REASONING else ("", text)
         buf = state["h"] + text if state["h"] else text
         reasoning: list[str] = []
         content: list[str] = []
@@ -87,22 +76,22 @@ class ThinkTagReasoningParser(ReasoningParser):
         while True:
             tags = self._tags[phase]
             if not tags:
-                (reasoning if phase == "R" else content).append(buf[pos:])
+                (reasoning if phase == REASONING else content).append(buf[pos:])
                 pos = len(buf)
                 break
             at, tag = find_first(buf, tags, pos)
             if tag is None:
                 keep = partial_suffix(buf[pos:], tags)
                 end = len(buf) - keep
-                (reasoning if phase == "R" else content).append(buf[pos:end])
+                (reasoning if phase == REASONING else content).append(buf[pos:end])
                 pos = end
                 break
-            (reasoning if phase == "R" else content).append(buf[pos:at])
+            (reasoning if phase == REASONING else content).append(buf[pos:at])
             nxt, keep_tag = self._tables[phase][tag]
             if nxt is not None:
                 phase = nxt
             if keep_tag:
-                (reasoning if phase == "R" else content).append(tag)
+                (reasoning if phase == REASONING else content).append(tag)
             pos = at + len(tag)
         state["p"] = phase
         state["h"] = buf[pos:]
@@ -110,17 +99,16 @@ class ThinkTagReasoningParser(ReasoningParser):
 
     def finish(self, state: State) -> tuple[str, str]:
         held, state["h"] = state["h"], ""
-        if state["p"] == "R":
+        if state["p"] == REASONING:
             return held, ""
         return "", held
 
 
-@register_reasoning("deepseek_r1")
 class DeepSeekR1ReasoningParser(ThinkTagReasoningParser):
     name = "deepseek_r1"
 
     def tables(self) -> dict[str, dict[str, Action]]:
-        return {"R": {THINK_START: (None, False), THINK_END: ("C", False)}, "C": {}}
+        return {REASONING: {THINK_START: (None, False), THINK_END: (CONTENT, False)}, CONTENT: {}}
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         for tid in reversed(token_ids):
@@ -132,71 +120,13 @@ class DeepSeekR1ReasoningParser(ThinkTagReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        before, found, after = text.partition(THINK_START)
-        text = after if found else before
-        if THINK_END not in text:
-            return text, None
-        reasoning, _, content = text.partition(THINK_END)
-        return reasoning, content or None
+        state = self.start(prompt_token_ids)
+        reasoning, content = self.feed(state, text, token_ids)
+        more_reasoning, more_content = self.finish(state)
+        # like vLLM, the reasoning is a string even when empty ("<think></think>answer")
+        return reasoning + more_reasoning, (content + more_content) or None
 
 
-@register_reasoning("qwen3")
-class Qwen3ReasoningParser(ThinkTagReasoningParser):
-    name = "qwen3"
-    # the prompt scan of is_reasoning_end stops at a turn boundary (vLLM's turn_boundary_tokens)
-    TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
-    TOOL_START = "<tool_call>"
-    # vLLM's qwen3 engine terminals (reasoning and qwen3_xml tool markup): never dropped as special
-    MARKERS = (THINK_START, THINK_END, TOOL_START, "</tool_call>", "<function=", "</function>", "<parameter=",
-               "</parameter>", ">")
-
-    def __init__(self, ctx: ParserContext) -> None:
-        self.thinking = ctx.chat_template_kwargs.get("enable_thinking", True)
-        self.drops_special_tokens = bool(self.thinking)  # thinking off: vLLM returns the output untouched
-        tok = ctx.tokenizer
-        boundaries = (tok.token_to_id(t) for t in self.TURN_BOUNDARIES)
-        self.boundary_ids = frozenset(i for i in boundaries if i is not None)
-        tool_id = tok.token_to_id(self.TOOL_START)
-        super().__init__(ctx)
-        self.reasoning_end_ids = frozenset(i for i in (self.end_id, tool_id) if i is not None)
-
-    def tables(self) -> dict[str, dict[str, Action]]:
-        drop: Action = (None, False)
-        reasoning = {THINK_START: drop, THINK_END: ("C", False), self.TOOL_START: ("C", True)}
-        return {"R": reasoning, "C": {THINK_END: drop}, "P": {}}
-
-    def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        if not self.thinking:
-            return "P"
-        if prompt_token_ids and self.boundary_ids and self.is_reasoning_end(prompt_token_ids):
-            return "C"
-        return "R"
-
-    def adjust_request(self, request):
-        # vLLM's engine parsers keep special tokens so the markers reach the parser
-        request.skip_special_tokens = False
-        return request
-
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if not self.thinking:
-            return None, text  # vLLM returns the output untouched, "" included
-        return super().parse_complete(text, token_ids, prompt_token_ids)
-
-    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        if not self.thinking:
-            return True  # vLLM: with thinking off reasoning has ended, whatever the prompt holds
-        for tid in reversed(token_ids):
-            if tid in self.reasoning_end_ids:
-                return True
-            if tid == self.start_id:
-                return False
-            if tid in self.boundary_ids:
-                break
-        return False
-
-
-@register_reasoning("deepseek_v3")
 class DeepSeekV3ReasoningParser(DeepSeekR1ReasoningParser):
     name = "deepseek_v3"
 
@@ -207,11 +137,11 @@ class DeepSeekV3ReasoningParser(DeepSeekR1ReasoningParser):
 
     def tables(self) -> dict[str, dict[str, Action]]:
         tables = super().tables()
-        tables["P"] = {}
+        tables[PLAIN] = {}
         return tables
 
     def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
-        return "R" if self.thinking else "P"
+        return REASONING if self.thinking else PLAIN
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         return super().is_reasoning_end(token_ids) if self.thinking else True
@@ -228,56 +158,77 @@ GRANITE_RESPONSE = ("Here is my response:", "Here's my response:")
 _GRANITE_RE = None
 
 
-@register_reasoning("granite")
 class GraniteReasoningParser(ReasoningParser):
     """IBM Granite's text markers: "Here is my thought process:" ... "Here is my response:" ...
 
     vLLM's non-streaming rule (`parse_complete`, exact): the first thought-process marker
     followed later by a response marker splits reasoning / content (text before the first
-    marker is dropped); without both markers everything is content. That needs the response
-    marker before anything is known, so the stream follows vLLM's own stream instead: an output
-    that *starts* with the thought-process marker streams as reasoning until the response
-    marker, anything else streams as content. They agree whenever the model follows its format.
+    marker is dropped); without both markers everything is content. The stream holds the
+    output's leading whitespace and a possible start of the thought-process marker; an output
+    that starts with the marker (after whitespace) streams as reasoning until the response
+    marker, anything else as content. When the reasoning is not returned (`include_reasoning:
+    false`) it is held instead of dropped, so a thought process never answered by a response
+    marker comes out as content like the non-streaming answer. Two cases no bounded stream can
+    follow (core/parsers/README.md): other text before the thought-process marker (vLLM drops it
+    when a response marker comes much later) and, with reasoning returned, a thought process
+    never answered (vLLM then returns it all as content: the reasoning was already sent).
     """
 
     name = "granite"
+    UNDECIDED, REASONING, CONTENT = "U", "R", "C"  # phases (serialized as these letters)
+
+    def __init__(self, ctx: ParserContext) -> None:
+        super().__init__(ctx)
+        self.hidden = not ctx.include_reasoning
 
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         return False  # text markers: the prompt never leaves Granite's reasoning open or closed
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
-        return {"p": "U", "h": ""}
-
-    def reasoning_finished(self, state: State) -> bool:
-        return state["p"] == "C"
+        # p: phase; h: held text (a possible marker); rh: the whole output so far while hidden
+        # reasoning may still turn out to be content
+        return {"p": self.UNDECIDED, "h": "", "rh": ""}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
-        buf = state["h"] + text
+        buf = state["h"] + text if state["h"] else text
         state["h"] = ""
-        if state["p"] == "U":
-            for marker in GRANITE_THINK:
-                if buf.startswith(marker):
-                    state["p"] = "R"
-                    buf = buf[len(marker):]
-                    break
-            else:
-                if any(m.startswith(buf) for m in GRANITE_THINK):
+        if state["p"] == self.UNDECIDED:
+            lead = buf.lstrip()
+            marker = next((m for m in GRANITE_THINK if lead.startswith(m)), None)
+            if marker is None:
+                if not lead or any(m.startswith(lead) for m in GRANITE_THINK):
                     state["h"] = buf
                     return "", ""
-                state["p"] = "C"
-        if state["p"] == "C":
+                state["p"] = self.CONTENT
+                return "", buf
+            state["p"] = self.REASONING
+            start = len(buf) - len(lead) + len(marker)
+            if self.hidden:
+                state["rh"] = buf[:start]
+            buf = buf[start:]
+        if state["p"] == self.CONTENT:
             return "", buf
         at, marker = find_first(buf, GRANITE_RESPONSE)
         if marker is None:
             keep = partial_suffix(buf, GRANITE_RESPONSE)
             state["h"] = buf[len(buf) - keep:]
-            return buf[:len(buf) - keep], ""
-        state["p"] = "C"
+            reasoning = buf[:len(buf) - keep]
+            if self.hidden:
+                state["rh"] += reasoning
+                return "", ""
+            return reasoning, ""
+        state["p"] = self.CONTENT
+        state["rh"] = ""
         return buf[:at], buf[at + len(marker):]
 
     def finish(self, state: State) -> tuple[str, str]:
         held, state["h"] = state["h"], ""
-        return (held, "") if state["p"] == "R" else ("", held)
+        if state["p"] != self.REASONING:
+            return "", held
+        if self.hidden:  # never answered: vLLM's answer is the whole output as content
+            whole, state["rh"] = state["rh"] + held, ""
+            return "", whole
+        return held, ""
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:

@@ -244,7 +244,7 @@ def cases() -> list[dict]:
         tag="pythonic required")
     add("llama3", None, "pythonic", '{"query": "q"}', {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}},
         tag="pythonic named")
-    # mistral, Hugging Face tokenizer mode (Qwen3 + Mistral's control tokens; see conftest.with_added_tokens)
+    # mistral, Hugging Face tokenizer mode (Qwen3 + Mistral's control tokens; see parser_models.with_added_tokens)
     m13 = ["[THINK]r \n[/THINK]  Hi \n[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]search[ARGS] {\"query\":\"q\"} trailing",
            "Hi[TOOL_CALLS]get_weather{\"city\": \"X\"}", "[THINK]r", "[THINK]r[TOOL_CALLS]get_weather[ARGS]{}", "plain",
            "[THINK]a[/THINK]b[/THINK]c", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", "[TOOL_CALLS]unknown[ARGS]{\"a\": 1}",

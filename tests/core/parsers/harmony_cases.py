@@ -66,6 +66,9 @@ OUTPUTS = {
                             "<|message|>{\"t\": 20}<|end|>" + FINAL),
     "empty_final": "<|channel|>final<|message|><|return|>",
     "whitespace_final": "<|channel|>final<|message|>  \n<|return|>",
+    # whitespace-only content beside a call: vLLM's Harmony path keeps it (no generic content rule)
+    "whitespace_final_then_call": "<|channel|>final<|message|> \n<|end|>" + CALL,
+    "whitespace_preamble_then_call": ANALYSIS + A + "<|channel|>commentary<|message|>\n\n<|end|>" + CALL,
     "special_tokens_in_content": "<|channel|>final<|message|>a <|channel|> b <|startoftext|> c<|return|>",
     "unicode_content": "<|channel|>final<|message|>東京は晴れ 🌞 naïve<|return|>",
     "no_stop_token": "<|channel|>final<|message|>no stop token at the end",
@@ -87,7 +90,9 @@ VARIANTS_FOR = {
     "two_calls": ["no_parallel", "required", "named"],
     "reasoning_then_final": ["no_tools", "reasoning_only", "required", "named", "hide_reasoning"],
     "preamble_then_call": ["required", "reasoning_only"],
-    "whitespace_final": ["required"],
+    "whitespace_final": ["required", "named"],
+    "whitespace_final_then_call": ["required", "no_parallel"],
+    "whitespace_preamble_then_call": ["named"],
     "empty_final": ["named"],
 }
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from core.model import ModelInfo
 from core.parsers.pipeline import ChatOutputParser
@@ -38,16 +39,18 @@ def chunk_texts(model: ModelInfo, ids: Sequence[int], cuts: Sequence[int]) -> li
 
 def stream(parser: ChatOutputParser, chunks: list[tuple[str, list[int]]],
            prompt: Sequence[int] | None, roundtrip_state: bool = True) -> dict[str, Any]:
-    """Feed chunks (state JSON round-tripped between calls, as in stream_state); aggregate."""
+    """Feed chunks (state round-tripped through orjson between calls, as in stream_state); aggregate."""
     state = parser.start(prompt)
     agg: dict[str, Any] = {"reasoning": "", "content": "", "calls": {}, "max_state": 0}
     deltas = []
     for text, ids in chunks:
         if roundtrip_state:
-            encoded = json.dumps(state, ensure_ascii=False)
-            agg["max_state"] = max(agg["max_state"], len(encoded.encode()))
-            state = json.loads(encoded)
+            encoded = orjson.dumps(state)
+            agg["max_state"] = max(agg["max_state"], len(encoded))
+            state = orjson.loads(encoded)
         deltas.append(parser.feed(state, text, ids))
+    if roundtrip_state:
+        state = orjson.loads(orjson.dumps(state))
     deltas.append(parser.finish(state))
     for delta in deltas:
         if delta is None:
@@ -75,3 +78,49 @@ def id_shape(tool_id: str | None) -> str | None:
     if tool_id and len(tool_id) == 9 and tool_id.isalnum() and tool_id.isascii():
         return "<9 alphanumerics>"
     return tool_id
+
+
+# -- the differential fuzz (fuzz_cases.py) --------------------------------------------------
+
+def case_parser(case: dict[str, Any], models: dict[str, ModelInfo]) -> ChatOutputParser | None:
+    return make_parser(models[case["tokenizer"]], case["reasoning_parser"], case["tool_parser"], case["request"],
+                       case["chat_template_kwargs"], auto=case.get("enable_auto_tools", True))
+
+
+def prepare_case(case: dict[str, Any], models: dict[str, ModelInfo]) -> dict[str, Any]:
+    """Token ids of the output and prompt (the text is what they decode to, as derender sees it)."""
+    tok = models[case["tokenizer"]].tokenizer
+    ids = tok.encode(case["text"])
+    case["token_ids"] = ids
+    case["text"] = tok.decode(ids, skip_special_tokens=False)
+    prompt = case.get("prompt_text")
+    case["prompt_token_ids"] = tok.encode(prompt) if prompt is not None else None
+    return case
+
+
+def non_streaming_message(case: dict[str, Any], models: dict[str, ModelInfo]) -> dict[str, Any]:
+    """Our non-streaming answer in the recorder's shape (ids by shape)."""
+    parser = case_parser(case, models)
+    if parser is None:
+        return {"message": {"reasoning": None, "content": case["text"], "tool_calls": []}, "finish_reason": "stop"}
+    reasoning, content, calls = parser.parse_complete(case["text"], case["token_ids"], case["prompt_token_ids"])
+    return {"message": {"reasoning": reasoning, "content": content, "tool_calls": [
+        {"id": id_shape(c["id"]), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in calls]}, "finish_reason": parser.resolve_finish_reason("stop", bool(calls))}
+
+
+def streamed_message(case: dict[str, Any], models: dict[str, ModelInfo], cuts: Sequence[int],
+                     empty_last_chunk: bool) -> dict[str, Any]:
+    """The stream's aggregate in the same shape: chunks at `cuts`, the finish alone in an empty
+    last chunk or with the last tokens."""
+    model = models[case["tokenizer"]]
+    parser = case_parser(case, models)
+    if parser is None:
+        return {"message": {"reasoning": None, "content": case["text"], "tool_calls": []}, "finish_reason": "stop"}
+    chunks = chunk_texts(model, case["token_ids"], cuts)
+    if empty_last_chunk:
+        chunks.append(("", []))
+    agg = stream(parser, chunks, case["prompt_token_ids"])
+    return {"message": {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None, "tool_calls": [
+        {"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]} for c in agg["tool_calls"]]},
+        "finish_reason": agg["finish_reason"], "max_state": agg["max_state"]}

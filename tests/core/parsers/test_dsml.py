@@ -27,9 +27,12 @@ from tests.frontier_models import deepseek_model
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "dsml.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
 VERSIONS = {"tiny-deepseek-v32": "v32", "tiny-deepseek-v4": "v4"}
-# the non-streaming JSON keeps the last of two same-named parameters, a stream sent the first;
-# V3.2's deepseek_v3 reasoning (R1's rule) drops text before a late <think> non-streamed only
-STREAM_CANNOT_MATCH = ("duplicate_param", "v32:think_tags__auto_think")
+# the non-streaming JSON keeps the last of two same-named parameters, a stream sent the first
+STREAM_CANNOT_MATCH = ("duplicate_param",)
+# vLLM 0.33 bugs our answer does not follow (core/parsers/README.md): V3.2 reasons with
+# deepseek_v3, whose non-streaming rule drops the text before a late <think>; ours is then
+# vLLM's own stream
+VLLM_BUGS = {"v32:think_tags__auto_think": "deepseek_v3 with thinking drops the text before a late <think>"}
 
 
 def _model(record):
@@ -59,6 +62,11 @@ def test_nonstream_equals_vllm(record):
     model = _model(record)
     parser = _parser(model, record["case"])
     got = _message(parser, model, record)
+    if record["case"]["name"] in VLLM_BUGS:
+        theirs = record["vllm_stream"]
+        assert got != record["message"]
+        assert (got["reasoning"], got["content"]) == (theirs["reasoning"], theirs["content"])
+        return
     assert got == record["message"]
     assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
         record["finish_reason"]

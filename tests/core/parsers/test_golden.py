@@ -21,15 +21,29 @@ from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, strea
 GOLDEN_DIR = Path(__file__).parent / "golden"
 RECORDS = [r for f in sorted(GOLDEN_DIR.glob("*.json")) for r in json.loads(f.read_text(encoding="utf-8"))]
 
-# Outputs where vLLM's non-streaming answer depends on text that comes later (a call that turns
-# out malformed after its name was sent, R1 text before a late <think>): no stream can match.
-STREAM_CANNOT_MATCH = (
-    "{city: Paris}", '"city": "Par', '{"name": "get_weather"}\n', "a </tool_call> inside",
-    "abc<think>def", '"arguments": {"city": "Lyon"}', '{"name": "get_weather"}', '```json\n{"ci',
-    "other<｜tool▁sep｜>", 'get_weather<｜tool▁sep｜>{"ci',
-    "<arg_value>Par", "<|endoftext|><think>r</think>", "ris')]<|eot_id|>",
-    "A<tool_call>\nx\n</tool_call>B<tool_call>\n<function=", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa', "[get_weather('Paris'", "city='Paris',,)", "[get_weather(city='Par", "(city=foo)", "  Hi \n<tool_call>get_weather", "<parameter=city>\nPar", "pre Here is my thought", "process: unanswered", "<parameter=city>\nP", "<parameter=city>\na\n</parameter>\n<parameter=city>",
-)
+# Outputs where vLLM's non-streaming answer depends on text that comes later, so no stream can
+# give it (core/parsers/README.md, "Where streaming cannot equal the non-streaming answer").
+MALFORMED = "a call streamed before it turned malformed"
+STREAM_CANNOT_MATCH = {
+    "{city: Paris}": MALFORMED, '{"name": "get_weather"}': MALFORMED + " (no arguments)",
+    '"city": "Par': MALFORMED, "a </tool_call> inside": MALFORMED, '```json\n{"ci': MALFORMED,
+    '"arguments": {"city": "Lyon"}': MALFORMED + " (a repeated arguments key)", 'get_weather<｜tool▁sep｜>{"ci': MALFORMED,
+    "ris')]<|eot_id|>": MALFORMED, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Pa': MALFORMED,
+    "[get_weather(city='Par": MALFORMED, "city='Paris',,)": MALFORMED, "(city=foo)": MALFORMED,
+    "<parameter=city>\nP": MALFORMED, "<arg_value>Par": MALFORMED,
+    "<parameter=city>\na\n</parameter>\n<parameter=city>": MALFORMED + " (a repeated key)",
+    "  Hi \n<tool_call>get_weather": "leading whitespace of content before calls",
+    "pre Here is my thought": "granite: text before the thought-process marker",
+    "process: unanswered": "granite: a thought process never answered, reasoning returned",
+}
+
+
+# Outputs where our answer deliberately differs from vLLM 0.33's: a vLLM bug, documented in
+# core/parsers/README.md (our non-streaming answer then equals our stream and vLLM's own stream).
+VLLM_BUGS = {  # (reasoning parser, text marker): the bug
+    ("deepseek_r1", "abc<think>def</think>"): "deepseek_r1 drops the text before a <think> that is not at the start",
+    ("deepseek_r1", "<|endoftext|><think>r</think>"): "deepseek_r1 drops the text before a late <think>",
+}
 
 
 def _ids(record):
@@ -55,6 +69,9 @@ def test_non_streaming_equals_vllm(record, parser_models):
     parser = _parser(record, parser_models)
     reasoning, content, calls = parser.parse_complete(case["text"], vllm["token_ids"], vllm["prompt_token_ids"])
     expected = vllm["message"]
+    if any(parser_name == case["reasoning_parser"] and marker in case["text"] for parser_name, marker in VLLM_BUGS):
+        assert (reasoning, content) != (expected["reasoning"], expected["content"])
+        return
     assert reasoning == expected["reasoning"]
     assert content == expected["content"]
     assert _calls(calls) == [(id_shape(c["id"]), c["name"], c["arguments"]) for c in expected["tool_calls"]]

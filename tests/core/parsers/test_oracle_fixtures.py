@@ -15,11 +15,10 @@ import re
 
 import pytest
 
-from core.parsers.registry import REASONING_PARSERS, TOOL_PARSERS, _load_families
+from core.parsers.registry import REASONING_PARSERS, TOOL_PARSERS
 from tests.core.parsers.helpers import chunk_texts, id_shape, stream
 from tests.oracle_fixtures import ORACLE_FIXTURES, load_fixture
 
-_load_families()
 FILES = sorted(p.stem for p in ORACLE_FIXTURES.glob("parsers_*.json"))
 MODELS = {"tiny-qwen3": "qwen3", "tiny-llama3": "llama3", "tiny-deepseek": "deepseek", "tiny-kimi": "kimi"}
 # malformed outputs whose non-streaming answer no stream can give (see test_golden.STREAM_CANNOT_MATCH)

@@ -25,8 +25,9 @@ STREAM_CANNOT_MATCH = {"nemotron_v3:reasoning_only__force", "nemotron_v3:no_clos
 
 
 def _parser(model, case):
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], case["request"],
-                       case["chat_template_kwargs"])
+    # (recorded with the kwargs in the request too, as a client sends them)
+    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
+    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
 
 
 def _message(parser, model, ids):
@@ -66,3 +67,13 @@ def test_step3p5_ignores_enable_thinking_and_nemotron_does_not(qwen3):
     step = make_parser(qwen3, "step3p5", "step3p5", {"tools": tool}, {"enable_thinking": False})
     nemo = make_parser(qwen3, "nemotron_v3", None, {}, {"enable_thinking": False})
     assert step.is_reasoning_end([]) is False and nemo.is_reasoning_end([]) is True
+
+
+def test_nemotron_v3_swaps_on_the_requests_own_kwargs_only(qwen3):
+    """vLLM's swap reads `request.chat_template_kwargs`: a server default does not swap."""
+    text = "All of it is reasoning.\n</think>\n\n"
+    asked = make_parser(qwen3, "nemotron_v3", None, {"chat_template_kwargs": {"force_nonempty_content": True}},
+                        {"force_nonempty_content": True})
+    default = make_parser(qwen3, "nemotron_v3", None, {}, {"force_nonempty_content": True})
+    assert asked.parse_complete(text, [], None)[:2] == ("\n\n", "All of it is reasoning.")
+    assert default.parse_complete(text, [], None)[:2] == ("All of it is reasoning.", "\n\n")

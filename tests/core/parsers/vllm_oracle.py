@@ -7,7 +7,9 @@ fields...}, "chat_template_kwargs": {...}, "text": str, "prompt_token_ids": [...
 For each case we record vLLM's non-streaming `Parser.parse` (ids shape only) and its streaming
 `parse_delta` run one token at a time (aggregated), as vLLM's derender would see them.
 A case whose request has `messages` is a render-side case (`run_render_case`).
-This file is a recording tool, never imported by the test suite.
+With `--parse-only` (the differential fuzz, test_fuzz_oracle.py) only the non-streaming message
+and finish_reason are computed (`run_parse_case`), with the parser classes cached.
+This file runs in vLLM's venv; the test suite only starts it as a subprocess.
 """
 
 import json
@@ -119,6 +121,41 @@ def run_case(case):
     return result
 
 
+_PARSER_CLASSES = {}
+
+
+def run_parse_case(case):
+    """vLLM's non-streaming answer: `Parser.parse` + `assemble_chat_message_fields`, finish_reason."""
+    tok = tokenizer(case["tokenizer"])
+    auto = case.get("enable_auto_tools", True)
+    key = (case["tokenizer"], case.get("tool_parser"), case.get("reasoning_parser"), auto)
+    harmony = case.get("reasoning_parser") == "openai_gptoss"
+    if key not in _PARSER_CLASSES or harmony:
+        # (vLLM's get_parser sets the Harmony parser's tool and reasoning parsers on its one class:
+        # it is asked again for each case, so the last flags asked for are the case's)
+        _PARSER_CLASSES[key] = ParserManager.get_parser(tool_parser_name=case.get("tool_parser"),
+                                                        reasoning_parser_name=case.get("reasoning_parser"),
+                                                        enable_auto_tools=auto, tokenizer=tok, is_harmony=harmony)
+    cls = _PARSER_CLASSES[key]
+    try:
+        req = ChatCompletionRequest(model="x", messages=[{"role": "user", "content": "hi"}], **case.get("request", {}))
+        ids = case.get("token_ids") or tok.encode(case["text"], add_special_tokens=False)
+        prompt = case.get("prompt_token_ids")
+        if cls is None:
+            return {"message": {"reasoning": None, "content": case["text"], "tool_calls": []},
+                    "finish_reason": resolve_finish_reason("stop", req, False)}
+        parser = cls(tok, req.tools, chat_template_kwargs=case.get("chat_template_kwargs", {}), model_config=None)
+        if prompt is not None:
+            parser.set_prompt_token_ids(prompt)
+        reasoning, content, calls = parser.parse(case["text"], req, auto, ids)
+        fields = assemble_chat_message_fields(req, reasoning, content, calls, enable_auto_tools=auto, parser_cls=cls)
+        return {"message": {"reasoning": fields.reasoning, "content": fields.content, "tool_calls": [
+            {"id": id_shape(t.id), "name": t.function.name, "arguments": t.function.arguments}
+            for t in fields.tool_calls]}, "finish_reason": resolve_finish_reason("stop", req, bool(fields.tool_calls))}
+    except Exception as exc:  # noqa: BLE001 - a vLLM failure is an answer too (a 500 there)
+        return {"error": repr(exc)}
+
+
 def run_render_case(case):
     """Render side only: the prompt vLLM's tokenizer renders for `messages`, and what
     `ChatCompletionRequest.resolve_reasoning_ended` gives after the parser's `adjust_request`
@@ -141,16 +178,22 @@ def run_render_case(case):
 
 
 def main():
-    cases = json.load(open(sys.argv[1]))
+    parse_only = "--parse-only" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--parse-only"]
+    cases = json.load(open(args[0]))
     paths = json.loads(os.environ.get("ORACLE_TOKENIZERS", "{}"))
     for case in cases:
         case["tokenizer"] = paths.get(case["tokenizer"], case["tokenizer"])
     out = []
     for case in cases:
-        result = run_render_case(case) if "messages" in case["request"] else run_case(case)
+        if parse_only:
+            result = run_parse_case(case)
+        else:
+            result = run_render_case(case) if "messages" in case["request"] else run_case(case)
         case["tokenizer"] = {v: k for k, v in paths.items()}.get(case["tokenizer"], case["tokenizer"])
         out.append({"case": case, "vllm": result})
-    json.dump(out, open(sys.argv[2], "w"), ensure_ascii=False, indent=1)
+    # parse-only answers may hold lone surrogates (a JSON "\\ud83d" alone): keep them escaped
+    json.dump(out, open(args[1], "w"), ensure_ascii=parse_only, indent=None if parse_only else 1)
 
 
 if __name__ == "__main__":

