@@ -45,7 +45,7 @@ def model_output(draw, with_markup: bool) -> str:
     parts.append("".join(draw(st.lists(WORDS, max_size=10))))
     if with_markup:
         for _ in range(draw(st.integers(0, 2))):
-            city = draw(st.sampled_from(["Paris", "東京", "a \\\"q\\\" b"]))
+            city = draw(st.sampled_from(["Paris", "東京", "a \\\"q\\\" b", "\\ud83d\\uddfc"]))
             parts.append('<tool_call>\n{"name": "get_weather", "arguments": {"city": "' + city + '"}}\n</tool_call>')
     return "".join(parts)
 
