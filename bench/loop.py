@@ -388,7 +388,7 @@ def header(pin: bool) -> str:
         "sleeping process (client to proxy, proxy to client) and two more wakeups than the direct one.",
         "",
         "Targets (issue 5): added TTFT <= 2 ms p50 and <= 8 ms p99 at concurrency 32, which the anchors "
-        "(spec/anchors.md section 6) set at <= 50% of saturation: the paced table is that condition, the "
+        "(docs/anchors.md section 6) set at <= 50% of saturation: the paced table is that condition, the "
         "zero-delay one saturates everything by construction, so its TTFT is queueing (and the proxy, "
         "slower than the bare engine, throttles it). >= 25k streamed tokens/s per core with hermes + qwen3 "
         "parsers: the tokens per proxy CPU-second column. Issues 12 and 13: the responses and messages rows' "

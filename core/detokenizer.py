@@ -1,4 +1,4 @@
-"""Incremental detokenization, exactly as vLLM's engine and derender do it (spec section 4).
+"""Incremental detokenization, exactly as vLLM's engine and derender do it (docs/vllm-wire-spec.md §4).
 
 Why not `tokenizer.decode(all_ids)` on every chunk: that is O(output) per chunk. Why not
 `tokenizers.decoders.DecodeStream`: its state cannot be serialized, and it seeds and windows
@@ -99,7 +99,7 @@ class IncrementalDetokenizer:
     def seeded(cls, tokenizer: Tokenizer, prompt_token_ids: Sequence[int] | None, *,
                skip_special_tokens: bool = True,
                spaces_between_special_tokens: bool = True) -> IncrementalDetokenizer:
-        """A decoder primed with the prompt's tail, as vLLM seeds it (spec 2.4 step 2)."""
+        """A decoder primed with the prompt's tail, as vLLM seeds it (docs/vllm-wire-spec.md §2.4 step 2)."""
         detok = cls(tokenizer, skip_special_tokens=skip_special_tokens,
                     spaces_between_special_tokens=spaces_between_special_tokens)
         if prompt_token_ids:

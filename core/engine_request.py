@@ -3,9 +3,9 @@
 A rendered GenerateRequest (`core.render`) is what vLLM's render server would return; the engine
 request differs from it in a few deliberate ways:
 
-* no stop strings (a tokens-only engine answers 400 to them, spec 0.3: the proxy matches them);
+* no stop strings (a tokens-only engine answers 400 to them, docs/vllm-wire-spec.md §0.3: the proxy matches them);
 * an explicit `max_tokens` (vLLM's JSON omits 16, SamplingParams' default, and an engine that does
-  not see the key generates up to max_model_len: spec 2.3), which the proxy also enforces;
+  not see the key generates up to max_model_len: docs/vllm-wire-spec.md §2.3), which the proxy also enforces;
 * no model alias (the engine may serve another name), no usage events (the proxy counts);
 * a unique request id per engine request (clients may reuse an `X-Request-Id`; the engine aborts
   by id, so one client's disconnect can never abort another's generation).
@@ -50,7 +50,7 @@ def engine_body(gen: dict[str, Any], stream: bool) -> dict[str, Any]:
 def prompt_logprobs_body(gen: dict[str, Any]) -> dict[str, Any]:
     """The non-streamed engine request that only fetches one prompt's logprobs (streamed echo).
 
-    `max_tokens: 1` because the engine must generate at least one token (spec 2.2 does the same for
+    `max_tokens: 1` because the engine must generate at least one token (docs/vllm-wire-spec.md §2.2 does the same for
     echo with max_tokens 0); its own id, so an abort of it never touches the streamed request."""
     params = {k: v for k, v in gen["sampling_params"].items() if k not in GENERATION_ONLY}
     params["max_tokens"] = 1
@@ -60,7 +60,7 @@ def prompt_logprobs_body(gen: dict[str, Any]) -> dict[str, Any]:
 
 def completion_stream_body(gen: dict[str, Any]) -> dict[str, Any]:
     """The streamed engine request of a completion: without `prompt_logprobs`, which a tokens-only
-    engine never puts in stream events (spec 2.3) and completion chunks never carry; computing them
+    engine never puts in stream events (docs/vllm-wire-spec.md §2.3) and completion chunks never carry; computing them
     would be wasted work, and their `skip_reading_prefix_cache` would bypass the prefix cache."""
     body = engine_body(gen, stream=True)
     params = body["sampling_params"]  # engine_body's own copy

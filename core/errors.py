@@ -2,7 +2,7 @@
 
 Every failure a client can cause is a `RequestError`: the I/O layer turns it into
 `{"error": {"message", "type", "param", "code"}}` with the HTTP status equal to `code`
-(spec section 1). Core code raises these and nothing else for client mistakes, so the
+(docs/vllm-wire-spec.md §1). Core code raises these and nothing else for client mistakes, so the
 proxy never has to guess a status from an arbitrary exception.
 """
 
@@ -188,7 +188,7 @@ def clean_loc(loc: tuple[Any, ...] | list[Any]) -> str:
 
 
 def validation_error(errors: list[dict[str, Any]], prefix: tuple[str, ...] = ("body",)) -> RequestError:
-    """A pydantic ValidationError's `errors(include_url=False)` in vLLM's 400 shape (spec 1).
+    """A pydantic ValidationError's `errors(include_url=False)` in vLLM's 400 shape (docs/vllm-wire-spec.md §1).
 
     vLLM (FastAPI's RequestValidationError handler) prints each error dict with its `loc`
     cleaned and prefixed with `body`, its `input` summarized, at most 10 of them, and names the

@@ -1,9 +1,9 @@
 """Logprobs: from the engine's integer-id form to OpenAI's chat and completion shapes.
 
-The tokens-only engine has no tokenizer, so it reports ids (spec 2.3):
+The tokens-only engine has no tokenizer, so it reports ids (docs/vllm-wire-spec.md §2.3):
     0.33:   {"content": [{"token_id", "logprob", "rank", "top_logprobs": [{"token_id", "logprob", "rank"}]}]}
     legacy: {"content": [{"token": "token_id:N", "logprob", "bytes": null, "top_logprobs": [...same...]}]}
-Both are accepted (`normalize_content`) and resolved the way vLLM's derender does (spec 2.4
+Both are accepted (`normalize_content`) and resolved the way vLLM's derender does (docs/vllm-wire-spec.md §2.4
 step 9): each id becomes its single-token text and UTF-8 bytes, with the SentencePiece
 leading space restored; a text ending in U+FFFD (a byte-fallback fragment) is re-decoded with
 up to 4 preceding sampled ids as context; `top_logprobs` is cut to the request's limit.
@@ -210,7 +210,7 @@ def resolve_chat_logprobs(texts: TokenTexts, content: list[dict[str, Any]] | Non
 
 def completion_logprobs(chat_logprobs: dict[str, Any], content: list[dict[str, Any]] | None,
                         text_offset: int = 0) -> dict[str, Any]:
-    """Completion `logprobs`: parallel lists with absolute `text_offset` (spec 2.5).
+    """Completion `logprobs`: parallel lists with absolute `text_offset` (docs/vllm-wire-spec.md §2.5).
 
     A position whose source had no candidates gets `null` in `top_logprobs`; otherwise a
     {token: logprob} dict of the kept candidates.

@@ -1,7 +1,7 @@
 """What the server knows about its model: tokenizer, context length, sampling defaults, EOS ids.
 
 Built from already-read file contents (`proxy.model_loader` does the reading), so this module
-stays sans-IO. The rules follow how vLLM derives the same values (spec 3.1):
+stays sans-IO. The rules follow how vLLM derives the same values (docs/vllm-wire-spec.md §3.1):
 
 * `max_model_len`: the explicit flag, else the smallest of the usual length keys of config.json;
 * sampling defaults: generation_config.json's values that differ from transformers'
@@ -66,7 +66,7 @@ class ModelInfo:
         return max(self.tokenizer.max_token_id, vocab_size - 1 if isinstance(vocab_size, int) else 0)
 
     def is_served(self, model: str | None) -> bool:
-        """A missing or empty model is always accepted (spec 1)."""
+        """A missing or empty model is always accepted (docs/vllm-wire-spec.md §1)."""
         return not model or model in self.served_model_names
 
     @classmethod

@@ -1,7 +1,7 @@
 """The reference engine's logic: what a `vllm serve --tokens-only` would answer, without a GPU.
 
 Sans-IO: request validation, reply selection and the per-choice token plans, and the exact JSON
-shapes of `/inference/v1/generate` (spec 2.3, vLLM 0.33 field order and key sets). The aiohttp
+shapes of `/inference/v1/generate` (docs/vllm-wire-spec.md §2.3, vLLM 0.33 field order and key sets). The aiohttp
 server in `proxy.reference_engine` only paces and writes what this module builds, so tests can
 assert the wire format without a socket and the server stays a thin loop.
 
@@ -190,7 +190,8 @@ def _number(params: dict[str, Any], key: str, default: Any) -> Any:
 
 def parse_sampling(params: dict[str, Any], prompt_len: int, max_model_len: int,
                    max_logprobs: int = MAX_LOGPROBS) -> Sampling:
-    """Validate sampling_params as the engine does (spec 3.2): unknown keys dropped, ranges checked."""
+    """Validate sampling_params as the engine does (docs/vllm-wire-spec.md §3.2): unknown keys
+    dropped, ranges checked."""
     if params.get("stop"):
         raise bad_request(STOP_STRINGS_MESSAGE)
     temperature = float(_number(params, "temperature", 1.0))

@@ -1,4 +1,5 @@
-"""Render: an OpenAI chat/completion request -> vLLM 0.33's GenerateRequest (spec 2.1, 2.2, 2.3, 3, 7).
+"""Render: an OpenAI chat/completion request -> vLLM 0.33's GenerateRequest
+(docs/vllm-wire-spec.md §2.1, 2.2, 2.3, 3, 7).
 
 The output is a plain dict in GenerateRequest's declaration order, ready for orjson; nothing
 here builds pydantic models after the request itself was validated. Checks run in vLLM's order
@@ -366,7 +367,8 @@ def merge_kwargs(defaults: dict[str, Any] | None, overrides: dict[str, Any] | No
 
 
 def request_chat_kwargs(request: ChatCompletionRequest, effort_map: dict[str, str] | None = None) -> dict[str, Any]:
-    """The request's own template kwargs: chat_template_kwargs, then the request fields over them (spec 7.1)."""
+    """The request's own template kwargs: chat_template_kwargs, then the request fields over them
+    (docs/vllm-wire-spec.md §7.1)."""
     effort = request.reasoning_effort
     if effort is not None and effort_map:
         effort = effort_map.get(effort, effort)

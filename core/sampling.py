@@ -1,4 +1,4 @@
-"""`sampling_params` as vLLM 0.33's render writes it (spec 3.1, 3.2).
+"""`sampling_params` as vLLM 0.33's render writes it (docs/vllm-wire-spec.md §3.1, 3.2).
 
 vLLM builds a msgspec `SamplingParams` struct with `omit_defaults=True` and serializes it. The
 omission test is by identity, which gives a precise, slightly odd rule that clients see in the
@@ -30,7 +30,7 @@ OUTPUT_KIND_FINAL_ONLY = 2
 _SAMPLING_EPS = 1e-5
 _MIN_TEMPERATURE = 1e-2
 
-# the 7 knobs that fall back to generation_config, then to the OpenAI defaults (spec 3.1)
+# the 7 knobs that fall back to generation_config, then to the OpenAI defaults (docs/vllm-wire-spec.md §3.1)
 DEFAULT_KNOBS: dict[str, Any] = {
     "repetition_penalty": 1.0,
     "presence_penalty": 0.0,

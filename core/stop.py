@@ -1,9 +1,10 @@
-"""Stop strings and stop tokens, with vLLM's rules (spec 2.4 steps 3 and 5, spec 0.3).
+"""Stop strings and stop tokens, with vLLM's rules (docs/vllm-wire-spec.md §2.4 steps 3 and 5,
+§0.3).
 
 Two pieces, shared by the raw derender endpoints and the front door:
 
 * `drop_stop_token(...)`: which trailing id is the stop token that must not reach the text,
-  and the `stop_reason` to report (spec 2.4 step 3).
+  and the `stop_reason` to report (docs/vllm-wire-spec.md §2.4 step 3).
 * `StopStringMatcher`: incremental stop-string matching over the detokenized text. It holds
   back only the shortest tail that could still become a stop string (the longest suffix of
   the pending text that is a proper prefix of some stop string), so text is released as soon
@@ -59,7 +60,7 @@ def drop_stop_token(token_ids: Sequence[int], finish_reason: str | None, stop_re
                     primary_eos_id: int | None, eos_ids: Collection[int],
                     stop_token_ids: Collection[int] = (), ignore_eos: bool = False,
                     include_stop_str_in_output: bool = False) -> tuple[Sequence[int], int | str | None]:
-    """The ids whose text is output, and the `stop_reason` to report (spec 2.4 step 3).
+    """The ids whose text is output, and the `stop_reason` to report (docs/vllm-wire-spec.md §2.4 step 3).
 
     Only a `"stop"` finish whose `stop_reason` is not a string can end in a stop token:
     * an int `stop_reason` names it: the last id is dropped when it equals it;

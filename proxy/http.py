@@ -113,7 +113,7 @@ def as_request_error(exc: Exception, request: web.Request) -> RequestError | Non
         message = exc.reason if exc.status != 404 else f"Not Found: {request.method} {request.path}"
         return RequestError(message, exc.status, _status_type(exc.status))
     if isinstance(exc, (ValueError, TypeError, OverflowError)):
-        # vLLM maps these to 400 (spec 1); core code should raise RequestError, so log the escape
+        # vLLM maps these to 400 (docs/vllm-wire-spec.md §1); core code should raise RequestError, so log the escape
         log.warning("400 from %s on %s: %s", type(exc).__name__, request.path, exc)
         return RequestError(str(exc) or type(exc).__name__, 400, "BadRequestError")
     if isinstance(exc, NotImplementedError):

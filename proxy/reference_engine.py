@@ -1,6 +1,6 @@
 """`derender-proxy reference-engine`: a CPU stand-in for `vllm serve MODEL --tokens-only`.
 
-It speaks the tokens-only protocol (spec 2.3) byte-for-byte where clients can tell: the same
+It speaks the tokens-only protocol (docs/vllm-wire-spec.md §2.3) byte-for-byte where clients can tell: the same
 request validation and 400 messages, `data: {...}\\n\\n` SSE with one choice per event, interleaved
 n>1, the usage-only last event, EOS inside `token_ids` with `stop_reason` = the EOS id, aborts
 through `/inference/v1/abort_requests` and the legacy `/abort_requests`. Replies are canned

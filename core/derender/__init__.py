@@ -5,7 +5,7 @@
 * `session.DerenderSession`: the choices of one front-door request (several prompts, n each),
   the engine's output checked, abort decisions;
 * `adapters/`: the events and results in each API's shapes;
-* `raw`: the raw `/derender` endpoint calls (spec 2.4, 2.5, 5), their state in `stream_state`
+* `raw`: the raw `/derender` endpoint calls (docs/vllm-wire-spec.md §2.4, 2.5, 5), their state in `stream_state`
   (`state`: the codec; `checks`: pre-decode bounds);
 * `spec.OutputSpec`: what one request asks; `settings.DerenderSettings`: the server's side, built
   once at start-up; `text`: stop tokens, detokenizer, stop strings.

@@ -1,4 +1,4 @@
-"""Request checks that run before any decode, with vLLM's exact messages (spec 2.4, 2.5).
+"""Request checks that run before any decode, with vLLM's exact messages (docs/vllm-wire-spec.md §2.4, 2.5).
 
 A derender payload is caller-supplied and may be huge: every length is checked against the
 server's limits before the tokenizer or a parser touches it, so a bad request costs nothing.

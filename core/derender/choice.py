@@ -105,7 +105,7 @@ class ChoiceEvent(NamedTuple):
     @property
     def serve_stop_reason(self) -> int | str | None:
         """`vllm serve` stops on the tokenizer's EOS with stop_reason null (a tokens-only engine
-        reports it as a stop token id: spec 2.3)."""
+        reports it as a stop token id: docs/vllm-wire-spec.md §2.3)."""
         return None if self.eos_stop else self.stop_reason
 
 
@@ -302,7 +302,7 @@ class ChoiceDerender:
     def whole(cls, spec: OutputSpec, index: int, seed_ids: Sequence[int] | None, token_ids: Sequence[int],
               finish_reason: str | None, stop_reason: int | str | None, logprobs: list[dict[str, Any]] | None,
               has_logprobs: bool, parser_prompt_ids: Sequence[int] | None) -> ChoiceResult:
-        """A whole output by vLLM's non-streaming derender (spec 2.4, 2.5): the text cut at a stop
+        """A whole output by vLLM's non-streaming derender (docs/vllm-wire-spec.md §2.4, 2.5): the text cut at a stop
         string only when the engine said it stopped, logprobs of every position."""
         choice = cls(spec, index, TextDecoder.start(spec.settings.model, spec.text, ()))
         text, stop_reason = decode_complete(spec.settings.model, spec.text, token_ids, finish_reason, stop_reason,

@@ -1,11 +1,11 @@
-"""The raw derender endpoints (spec 2.4, 2.5, 5): vLLM 0.33's checks in order, then the one
+"""The raw derender endpoints (docs/vllm-wire-spec.md §2.4, 2.5, 5): vLLM 0.33's checks in order, then the one
 per-choice machine (`ChoiceDerender`), written in vLLM's derender shapes (`adapters.raw`).
 
 * non-streaming: a whole GenerateTokensResponse by vLLM's non-streaming rules (`ChoiceDerender.whole`);
 * streaming: one engine chunk per call; the choice's state travels in the client-carried
-  `stream_state` (our compact, signed format, spec 0.3), so a call costs O(new tokens).
+  `stream_state` (our compact, signed format, docs/vllm-wire-spec.md §0.3), so a call costs O(new tokens).
 
-Where we differ from vLLM (spec 0.3): stop strings are supported while streaming (the matched
+Where we differ from vLLM (docs/vllm-wire-spec.md §0.3): stop strings are supported while streaming (the matched
 chunk says `finish_reason:"stop"` and `stop_reason` the string; later chunks of that choice carry
 no choice object), and the parser path keeps its state instead of replaying the output.
 """
@@ -60,7 +60,8 @@ def derender_chat(settings: DerenderSettings, req: Any, created: int | None = No
     try:
         for choice in gen.choices:
             lp = choice.logprobs
-            # vLLM's quirk (spec 2.4 step 6): the parser sees the response's prompt ids, not the request's
+            # vLLM's quirk (docs/vllm-wire-spec.md §2.4 step 6): the parser sees the response's prompt
+            # ids, not the request's
             result = ChoiceDerender.whole(spec, choice.index, seed, choice.token_ids, choice.finish_reason,
                                           choice.stop_reason, lp.content_dicts() if lp is not None else None,
                                           lp is not None, gen.prompt_token_ids)

@@ -19,7 +19,7 @@ from typing import Any
 from core.derender.choice import ChoiceDerender, ChoiceEvent, ChoiceResult
 from core.derender.spec import OutputSpec
 
-GENERATION_FAILED = "Internal server error"  # vLLM's message for finish_reason "error" (spec 1)
+GENERATION_FAILED = "Internal server error"  # vLLM's message for finish_reason "error" (docs/vllm-wire-spec.md §1)
 
 
 class EngineOutputError(Exception):

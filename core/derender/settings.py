@@ -73,7 +73,7 @@ class DerenderSettings:
         return bool(self.reasoning_parser or (self.tool_call_parser and self.enable_auto_tool_choice))
 
     def chat_template_kwargs(self, chat_request: Any) -> dict[str, Any]:
-        """The effective kwargs parsers see (spec 2.4 step 6), computed by render's own function."""
+        """The effective kwargs parsers see (docs/vllm-wire-spec.md §2.4 step 6), computed by render's own function."""
         if self.model.model_type == "gpt_oss":  # Harmony ignores template kwargs
             return {}
         return effective_chat_kwargs(chat_request, self.render)

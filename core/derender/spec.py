@@ -6,7 +6,7 @@ vLLM's two servers is only where the knobs come from, so there is one constructo
 * the front door (`vllm serve`'s rules): the rendered sampling params (which carry the parser's
   adjustments and the stop strings) and the request; logprobs exactly when the request asks;
   the engine's `max_tokens` is a cap the proxy enforces itself;
-* the raw derender endpoints (vLLM's derender rules, spec 2.4 / 2.5): the request carried in the
+* the raw derender endpoints (vLLM's derender rules, docs/vllm-wire-spec.md §2.4 / 2.5): the request carried in the
   body, special tokens kept whenever a parser reads markers, logprobs whenever the engine sent them.
 """
 

@@ -1,7 +1,7 @@
 """`stream_state`: our compact, versioned, validated (optionally signed) per-choice state.
 
 vLLM's streaming derender state either re-sends the whole output (parser path: O(n) per call)
-or a token-string window; ours (spec 0.3) is an opaque string the client echoes back:
+or a token-string window; ours (docs/vllm-wire-spec.md §0.3) is an opaque string the client echoes back:
 
     "ds1." + base64url(orjson(payload)) [+ "." + base64url(HMAC-SHA256(secret, "ds1." + payload))]
 

@@ -1,12 +1,12 @@
 """One output sequence's text: stop token, detokenizer, stop strings, min_tokens.
 
 * `TextOptions`: a request's decode knobs, read once per request.
-* `decode_complete(...)`: a whole output by vLLM's non-streaming rules (spec 2.4 steps 3-5: a
+* `decode_complete(...)`: a whole output by vLLM's non-streaming rules (docs/vllm-wire-spec.md §2.4 steps 3-5: a
   stop string is cut only when the engine said `finish_reason:"stop"`); the raw non-streaming
   derender uses it.
 * `TextDecoder`: the incremental form every stream (and the front door's non-streamed answers)
   uses. Each `step(ids, finish_reason, stop_reason)` returns the new text. Stop strings are matched
-  as text arrives (the engine cannot: spec 0.3), holding back only the ambiguous tail; on a match
+  as text arrives (the engine cannot: docs/vllm-wire-spec.md §0.3), holding back only the ambiguous tail; on a match
   the step reports `finish_reason:"stop"`, `stop_reason` the string, how many of the chunk's ids
   were kept, and the decoder is done.
 
@@ -45,7 +45,7 @@ class TextOptions:
 
     @classmethod
     def from_request(cls, request: Any, *, preserve_special: bool = False) -> TextOptions:
-        """vLLM's derender rule (spec 2.4 step 1): the request's knobs; `preserve_special` (a parser
+        """vLLM's derender rule (docs/vllm-wire-spec.md §2.4 step 1): the request's knobs; `preserve_special` (a parser
         reads markers) forces special tokens into the text."""
         if request is None:
             skip, spaces = decode_params(None, False if preserve_special else None, None)

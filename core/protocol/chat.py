@@ -1,7 +1,7 @@
 """ChatCompletionRequest: the OpenAI chat request with vLLM 0.33's extras and validators.
 
 Field names, defaults and declaration order follow vLLM's model, and so do the validator
-messages (spec 2.1). The request-level checks run in the order vLLM's pydantic "before"
+messages (docs/vllm-wire-spec.md §2.1). The request-level checks run in the order vLLM's pydantic "before"
 validators run (last defined first), so a request that breaks several rules gets the same
 first complaint. Messages stay plain dicts: the template renderer works on dicts and a
 per-message pydantic model would only cost time.
@@ -49,7 +49,7 @@ def _check_message(message: dict[str, Any]) -> dict[str, Any]:
 
 ChatMessage = Annotated[dict[str, Any], AfterValidator(_check_message)]
 
-# the OpenAI defaults of the 7 knobs that fall back to generation_config (spec 3.1)
+# the OpenAI defaults of the 7 knobs that fall back to generation_config (docs/vllm-wire-spec.md §3.1)
 CHAT_DEFAULT_SAMPLING_PARAMS: dict[str, Any] = {
     "repetition_penalty": 1.0,
     "presence_penalty": 0.0,

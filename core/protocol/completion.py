@@ -1,7 +1,7 @@
 """CompletionRequest: the OpenAI (legacy) completion request with vLLM 0.33's extras and validators.
 
 `prompt` is a string, a list of strings, a list of token ids, or a list of token-id lists.
-`max_tokens` defaults to 16 and `null` also means 16 (spec 2.2). Validators run in vLLM's order.
+`max_tokens` defaults to 16 and `null` also means 16 (docs/vllm-wire-spec.md §2.2). Validators run in vLLM's order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Request bodies of `/v1/chat/completions/derender` and `/v1/completions/derender` (spec 2.4, 2.5).
+"""Request bodies of `/v1/chat/completions/derender` and `/v1/completions/derender` (docs/vllm-wire-spec.md §2.4, 2.5).
 
 Each path takes two shapes selected by `stream`. vLLM declares the body as the union
 `NonStream | Stream`, so a body that fits neither is reported with the errors of both
@@ -7,7 +7,7 @@ members (e.g. `DerenderChatRequest.generate_response: Field required` and
 member by `stream` for speed and, only when that fails, re-validates against the union so the
 400 lists exactly what vLLM lists.
 
-`stream_state` is ours (spec 0.3): an opaque string checked by `core.derender.state`, so it
+`stream_state` is ours (docs/vllm-wire-spec.md §0.3): an opaque string checked by `core.derender.state`, so it
 is typed `Any` here and validated there with `invalid stream_state ...` messages.
 """
 

@@ -1,8 +1,8 @@
-"""What `/inference/v1/generate` answers (spec 2.3), as derender INPUT.
+"""What `/inference/v1/generate` answers (docs/vllm-wire-spec.md §2.3), as derender INPUT.
 
 `GenerateTokensResponse` (non-streaming) and `GenerateTokensStreamResponse` (one SSE
 payload), with vLLM 0.33's field names, defaults and validators. Logprobs are accepted in
-both the 0.33 shape (`token_id`) and the legacy `"token_id:N"` shape (spec 0.2): a legacy
+both the 0.33 shape (`token_id`) and the legacy `"token_id:N"` shape (docs/vllm-wire-spec.md §0.2): a legacy
 entry is rewritten to the 0.33 shape before validation, so everything downstream sees one
 shape. A missing `output_mode` means "tokens"; "text" / "derender" responses are refused (they
 are already detokenized, re-decoding would undo the engine's stop-string cut).

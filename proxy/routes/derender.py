@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions/derender and POST /v1/completions/derender (spec 2.4, 2.5, 5).
+"""POST /v1/chat/completions/derender and POST /v1/completions/derender (docs/vllm-wire-spec.md §2.4, 2.5, 5).
 
 Both body shapes share a path and are told apart by `stream`. The body is validated once
 with pydantic (the union's errors on failure, as vLLM reports them); the derender itself is

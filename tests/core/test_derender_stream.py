@@ -326,7 +326,7 @@ def test_in_process_engine_choices(plain, qwen3):
 
 def test_metaspace_model_end_to_end():
     """A SentencePiece model: the seeded stream keeps the first token's leading space in
-    content and in logprob tokens, streamed or not (vLLM's seeding rule, spec 2.4 step 2)."""
+    content and in logprob tokens, streamed or not (vLLM's seeding rule, docs/vllm-wire-spec.md §2.4 step 2)."""
     from core.model import ModelInfo
     from tests.metaspace import mistral_v1_tokenizer
 

@@ -1,9 +1,9 @@
-"""The incremental detokenizer: vLLM's algorithm (spec 4), chunking-invariant, bounded state.
+"""The incremental detokenizer: vLLM's algorithm (docs/vllm-wire-spec.md §4), chunking-invariant, bounded state.
 
 Real tokenizers: Qwen3 and Llama-3 (byte-level BPE) and Mistral's SentencePiece model
 (Metaspace with byte fallback). Three oracles:
 * `tokenizer.decode(ids)` for ids that come from real text (what a client expects);
-* a literal transcription of spec section 4 (unoptimized, untrimmed) for arbitrary ids,
+* a literal transcription of docs/vllm-wire-spec.md §4 (unoptimized, untrimmed) for arbitrary ids,
   including special tokens, out-of-vocabulary ids and broken UTF-8;
 * our own one-shot decode, for streamed decoding with a serialization round trip between
   every chunk (what the raw streaming endpoint does).

@@ -1,4 +1,4 @@
-"""Logprob resolution (spec 2.4 step 9, 2.5): both input shapes, cuts, leading space, U+FFFD repair."""
+"""Logprob resolution (docs/vllm-wire-spec.md §2.4 step 9, 2.5): both input shapes, cuts, leading space, U+FFFD repair."""
 
 from __future__ import annotations
 

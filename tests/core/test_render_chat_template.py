@@ -195,7 +195,7 @@ def test_media_parts_are_refused_for_text_models():
     assert info.value.message == "tiny-qwen3 is not a multimodal model"
 
 
-# -- kwargs precedence (spec 7.1) -------------------------------------------------------------
+# -- kwargs precedence (docs/vllm-wire-spec.md §7.1) -------------------------------------------------------------
 
 
 def test_kwargs_precedence(qwen3):

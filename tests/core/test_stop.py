@@ -1,4 +1,4 @@
-"""Stop strings and stop tokens (spec 2.4 steps 3 and 5; vLLM's test_derender_stop cases)."""
+"""Stop strings and stop tokens (docs/vllm-wire-spec.md §2.4 steps 3 and 5; vLLM's test_derender_stop cases)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `StopStringMatcher` walks an Aho-Corasick automaton (`StopAutomaton`) for large stop lists and
 searches each string with `str.find` for small ones. Whatever the path, the answer must be the
-one the rule gives (spec 2.4 step 5): at every token boundary, look at every stop string; the
+one the rule gives (docs/vllm-wire-spec.md §2.4 step 5): at every token boundary, look at every stop string; the
 match that completes earliest in the new text wins, ties go to the earlier entry of `stop`; a
 match cannot end in the first `min_tokens` tokens' text. The reference below does exactly that,
 one character position at a time, with nothing incremental in it. Performance is measured in

@@ -3,7 +3,7 @@
 Writes, under tests/fixtures/oracle/:
   derender_chat.json            non-streaming POST /v1/chat/completions/derender
   derender_completions.json     non-streaming POST /v1/completions/derender
-  derender_errors.json          every 4xx of spec 2.4 / 2.5 (status + exact body)
+  derender_errors.json          every 4xx of docs/vllm-wire-spec.md §2.4 / 2.5 (status + exact body)
   derender_stream.json          streaming derender sequences (chat + completions)
 
 Servers (see tests/oracle/README.md for how to start them):
@@ -513,7 +513,7 @@ def record_completions() -> None:
 # ---------------------------------------------------------------- errors -----
 def record_errors() -> None:
     r = Recorder("derender_errors", "Error answers (status + exact body) of vLLM 0.33's derender "
-                 "routes, spec 2.4 / 2.5 / 5.", SCRIPT)
+                 "routes, docs/vllm-wire-spec.md §2.4 / 2.5 / 5.", SCRIPT)
     P = r.server("q3-plain", Q3_PLAIN, QWEN, ["--served-model-name tiny-qwen3"])
     X = r.server("q3-parsers", Q3_PARSERS, QWEN, ["--served-model-name tiny-qwen3",
                  "--tool-call-parser hermes", "--reasoning-parser qwen3", "--enable-auto-tool-choice"])

@@ -311,7 +311,7 @@ def main() -> None:
     r.stream("parser_prompt_first_call_only", X, CHAT,
              bodies(chunks_for(xids, 3, "stop", IM_END), "chat_request", xchat, xprompt),
              "parser path: prompt_token_ids only on the first call: vLLM answers 400 on every later "
-             "call (we accept it: spec 0.3)", text=xtext)
+             "call (we accept it: docs/vllm-wire-spec.md §0.3)", text=xtext)
     xc = []
     parts = split(xids, 5)
     for i, p in enumerate(parts):

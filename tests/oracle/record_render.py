@@ -3,7 +3,7 @@
 Dev tool, never run in CI. Writes:
   render/chat.json         POST /v1/chat/completions/render, 200s (Qwen3 + parsers, Qwen3 plain, Llama-3)
   render/completions.json  POST /v1/completions/render, 200s
-  render/errors.json       every 4xx of spec 2.1 / 2.2 we reproduce (status + exact body)
+  render/errors.json       every 4xx of docs/vllm-wire-spec.md §2.1 / 2.2 we reproduce (status + exact body)
   render/tokenize.json     POST /tokenize and /detokenize
 
 Servers (see tests/oracle/README.md):

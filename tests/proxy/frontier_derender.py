@@ -2,7 +2,7 @@
 
 Non-streaming answers must equal vLLM's field for field (created and tool-call ids normalized).
 Streams carry our own stream_state; every chunk keeps vLLM's shape (role first, finish_reason,
-stop_reason, usage) and the deltas aggregate to the non-streaming message (spec 0.3: where vLLM's
+stop_reason, usage) and the deltas aggregate to the non-streaming message (docs/vllm-wire-spec.md §0.3: where vLLM's
 stream and non-stream disagree, we follow the non-streaming answer).
 """
 

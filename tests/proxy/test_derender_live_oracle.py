@@ -5,7 +5,7 @@
   Our non-streaming response equals vLLM's field for field (tool ids by shape); our streamed
   aggregate equals our (= vLLM's) non-streaming message. vLLM's own streamed aggregate is
   compared too, with whitespace-only content blanked: vLLM 0.33 streams it next to tool
-  calls while its non-stream drops it (spec 0.3: we follow the non-stream rule).
+  calls while its non-stream drops it (docs/vllm-wire-spec.md §0.3: we follow the non-stream rule).
 * 8111 / 8112: plain servers (Qwen3, Llama-3 at max_model_len 256): stop strings, and random
   payloads (special, byte and out-of-vocab ids, flags, logprob cuts, random chunkings) whose
   non-streaming responses and every streamed chunk must equal vLLM's.
@@ -139,7 +139,7 @@ async def test_parser_server_matches_vllm(ours, qwen3, name):
         ours_stream = _args_as_json(_aggregate(await _stream(post_ours, ids, finish, chat_request)))
         vllm_stream = _args_as_json(_aggregate(await _stream(post_vllm, ids, finish, chat_request)))
         # vLLM streams whitespace-only content next to tool calls, which its non-stream drops:
-        # we follow the non-stream rule (spec 0.3), so compare with that content blanked
+        # we follow the non-stream rule (docs/vllm-wire-spec.md §0.3), so compare with that content blanked
         vllm_stream = (vllm_stream[0], vllm_stream[1] if (vllm_stream[1] or "").strip() else None, *vllm_stream[2:])
         assert ours_stream == vllm_stream
         if name != "length_inside_call":

@@ -3,12 +3,12 @@
 Fixtures: tests/fixtures/oracle/derender_{chat,completions,errors,stream,seeding}.json (recorded from
 real vLLM by tests/oracle/record_derender*.py). Compared after `scrub` (created timestamps,
 tool-call ids by shape). Streaming sequences are replayed with OUR stream_state carried
-between calls (the state is ours by design, spec 0.3) and compare the chunks.
+between calls (the state is ours by design, docs/vllm-wire-spec.md §0.3) and compare the chunks.
 
-Deliberate differences (spec 0.3), asserted explicitly rather than skipped:
+Deliberate differences (docs/vllm-wire-spec.md §0.3), asserted explicitly rather than skipped:
 * stop strings while streaming: vLLM answers 400, we derender (and cut);
 * vLLM-format stream_state objects: foreign to us, a 400 `invalid stream_state ...`;
-* legacy `"token_id:N"` logprobs (0.33 answers 400): we accept both shapes (spec 0.2), and
+* legacy `"token_id:N"` logprobs (0.33 answers 400): we accept both shapes (docs/vllm-wire-spec.md §0.2), and
   the answer equals the one for the same request in the 0.33 shape.
 """
 
@@ -31,7 +31,7 @@ SERVER_FLAGS = {
     "sp-plain": ("sentencepiece", {}, None),  # tiny-sp: tests/metaspace.py's Mistral-7B tokenizer
 }
 
-# vLLM rejects stop strings on streaming derender; we support them (spec 0.3)
+# vLLM rejects stop strings on streaming derender; we support them (docs/vllm-wire-spec.md §0.3)
 STREAM_STOP_SUPPORTED = {"stream_chat_stop", "stream_completion_stop", "parser_stream_stop"}
 
 
@@ -220,7 +220,7 @@ async def test_stream_sequence(make_client, case):
             continue
         if (call["status"] == 400 and body.get("stream_state") is not None
                 and call["response"]["error"]["message"].startswith("prompt_token_ids is required")):
-            # spec 0.3: prompt_token_ids is needed on the first call only
+            # docs/vllm-wire-spec.md §0.3: prompt_token_ids is needed on the first call only
             assert status == 200, (n, got)
             vllm_states.append(None)
             our_states.append(None)

@@ -1,7 +1,7 @@
 """Streamed `/v1/completions` with `echo` + `logprobs`: the echoed prompt carries the engine's real
 prompt logprobs, as the first chunk of `vllm serve` does.
 
-A tokens-only engine sends `prompt_logprobs` only in non-streamed answers (spec 2.3), so the front
+A tokens-only engine sends `prompt_logprobs` only in non-streamed answers (docs/vllm-wire-spec.md §2.3), so the front
 door fetches them with a non-streamed side request before opening the stream, and answers a
 streamed echo with `max_tokens: 0` from one non-streamed engine request. Everything here goes
 through real parts: the reference engine over HTTP, the proxy app, the official `openai` client.

@@ -1,4 +1,4 @@
-"""The reference engine speaks vLLM's tokens-only protocol (spec 2.3), over real HTTP."""
+"""The reference engine speaks vLLM's tokens-only protocol (docs/vllm-wire-spec.md §2.3), over real HTTP."""
 
 from __future__ import annotations
 

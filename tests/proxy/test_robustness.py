@@ -261,7 +261,7 @@ def test_echo_with_max_tokens_0_returns_only_the_prompt(door, stream):
         text = "".join(ch.choices[0].text for ch in r if ch.choices)
     else:
         text = r.choices[0].text
-    assert door.last_engine_request()["sampling_params"]["max_tokens"] == 1  # spec 2.2: the engine gets 1
+    assert door.last_engine_request()["sampling_params"]["max_tokens"] == 1  # docs/vllm-wire-spec.md §2.2: the engine gets 1
     assert text == "Hello there"
 
 

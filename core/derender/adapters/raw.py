@@ -1,4 +1,5 @@
-"""The raw derender endpoints' response dicts, in vLLM 0.33's exact field sets and order (spec 2.4, 2.5).
+"""The raw derender endpoints' response dicts, in vLLM 0.33's exact field sets and order
+(docs/vllm-wire-spec.md §2.4, 2.5).
 
 vLLM dumps its pydantic response models in full (`model_dump()`, unset values `null`); we build
 the same dicts directly, so a streamed chunk costs a few dict literals and one orjson call.
@@ -16,7 +17,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
 
 
 def stream_usage(chunk_usage: Any, prompt_tokens: int | None) -> dict[str, Any] | None:
-    """Usage of a streamed chunk: only when the engine chunk has one (spec 5.2 step 5)."""
+    """Usage of a streamed chunk: only when the engine chunk has one (docs/vllm-wire-spec.md §5.2 step 5)."""
     if chunk_usage is None:
         return None
     if isinstance(chunk_usage, dict):

@@ -2,7 +2,7 @@
 
 The raw streaming derender carries the state in `stream_state` on every call, so it must be
 bounded by the current tool call, not by the output; and per-call work must not grow with the
-output (vLLM's replay is O(n) per chunk, spec 8).
+output (vLLM's replay is O(n) per chunk, docs/vllm-wire-spec.md §8).
 """
 
 from __future__ import annotations

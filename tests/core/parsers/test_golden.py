@@ -3,7 +3,7 @@
 * non-streaming: our `parse_complete` + message assembly equals vLLM's `Parser.parse` +
   `assemble_chat_message_fields` exactly (ids compared by shape), and the finish_reason rule;
 * streaming: one token per call and random chunkings aggregate to the same message (our rule,
-  spec 0.3: stream and non-stream agree), except for the malformed outputs listed in
+  docs/vllm-wire-spec.md §0.3: stream and non-stream agree), except for the malformed outputs listed in
   `STREAM_CANNOT_MATCH`, where vLLM's non-streaming rule looks ahead;
 * render side: `adjust_request` (skip_special_tokens, structural tag) and `is_reasoning_end`.
 """

@@ -5,7 +5,7 @@ server started with the parser flags in the fixture. We decode the same token id
 tokens kept, the stop token dropped as derender does), run our pipeline with the same flags and
 chat_request, and compare the message (content, reasoning, tool calls with ids by shape) and
 finish_reason. Then the same ids are streamed one token per call and in chunks of 5, and the
-aggregate must equal that message (spec 0.3: our stream agrees with the non-streaming answer).
+aggregate must equal that message (docs/vllm-wire-spec.md §0.3: our stream agrees with the non-streaming answer).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_stream_aggregate_equals_vllm_message(case, parser_models):
 
 
 def _loads(arguments: str):
-    """Arguments compared as JSON (spec 6.2); a named choice's raw non-JSON arguments as text."""
+    """Arguments compared as JSON (docs/vllm-wire-spec.md §6.2); a named choice's raw non-JSON arguments as text."""
     try:
         return json.loads(arguments)
     except ValueError:

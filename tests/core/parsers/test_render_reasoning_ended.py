@@ -1,4 +1,4 @@
-"""Render's `reasoning_ended` (spec 3.1, chat only), against vLLM 0.33.
+"""Render's `reasoning_ended` (docs/vllm-wire-spec.md §3.1, chat only), against vLLM 0.33.
 
 * `golden_render/server8110_reasoning_ended.json`: answers of the live vLLM 0.33 render server
   (tiny-qwen3, hermes + qwen3) for multi-turn prompts with `<think>` in them, with thinking on,
