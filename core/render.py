@@ -483,6 +483,25 @@ EARLY_REFUSAL_MIN_MESSAGES = 10_000
 EARLY_REFUSAL_MIN_CHARS = 4_000_000
 
 
+def check_message_count(count: int, max_model_len: int) -> None:
+    """A chat with far more messages than the context holds tokens is a 400 (see check_chat_size).
+    The front door also runs it on the raw body, before pydantic validates every message."""
+    if count > max(EARLY_REFUSAL_FACTOR * max_model_len, EARLY_REFUSAL_MIN_MESSAGES):
+        raise VLLMValidationError(
+            f"This model's maximum context length is {max_model_len} tokens. However, your request has {count} "
+            "messages, and every message takes at least one token. Please reduce the number of messages.",
+            parameter="messages", value=count)
+
+
+def precheck_messages(body: dict[str, Any], max_model_len: int) -> None:
+    """`check_message_count` on a raw chat body: a flood of tiny messages costs pydantic more than
+    everything else (0.4 s for 300k on the event loop), so it is refused before validation.
+    Truncation (`truncate_prompt_tokens`) does not lift this bound: no template drops most messages."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        check_message_count(len(messages), max_model_len)
+
+
 def check_chat_size(model: ModelInfo, messages: list[dict[str, Any]], budget: TokenBudget) -> None:
     """Bound the render's work by the request's size before rendering (the template's cost grows
     with the messages): a chat whose messages alone cannot fit the context is a 400 at once,
@@ -497,11 +516,7 @@ def check_chat_size(model: ModelInfo, messages: list[dict[str, Any]], budget: To
     limit = budget.max_model_len
     if limit is None:
         return
-    if len(messages) > max(EARLY_REFUSAL_FACTOR * limit, EARLY_REFUSAL_MIN_MESSAGES):
-        raise VLLMValidationError(
-            f"This model's maximum context length is {limit} tokens. However, your request has {len(messages)} "
-            "messages, and every message takes at least one token. Please reduce the number of messages.",
-            parameter="messages", value=len(messages))
+    check_message_count(len(messages), limit)
     if budget.truncate_prompt_tokens is not None:
         return  # the rendered text is truncated, not refused
     chars_limit = limit * max_chars_per_token(model.tokenizer)

@@ -25,7 +25,7 @@ from core.engine_request import (check_prompt_vocabulary, completion_stream_body
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.common import VLLMValidationError
 from core.protocol.completion import CompletionRequest
-from core.render import render_chat, render_completion, request_size
+from core.render import precheck_messages, render_chat, render_completion, request_size
 from proxy.app import STATE
 from proxy.engine.client import EngineStream
 from proxy.engine.pool import pool_of
@@ -37,7 +37,9 @@ from proxy.streaming import SSE_HEADERS, SSEResponse, client_gone, collect, writ
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     model, settings = state.model, state.derender
-    req = validate(ChatCompletionRequest, await read_json_object(request))
+    body = await read_json_object(request)
+    precheck_messages(body, model.max_model_len)
+    req = validate(ChatCompletionRequest, body)
     gen = await state.run_cpu(request_size(req), render_chat, model, state.render, req,
                               request.headers.get("X-Request-Id"))
     pool = pool_of(request.app)

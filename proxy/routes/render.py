@@ -11,7 +11,7 @@ from aiohttp import web
 
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.completion import CompletionRequest
-from core.render import render_chat, render_completion, request_size, warm_up
+from core.render import precheck_messages, render_chat, render_completion, request_size, warm_up
 from proxy.app import STATE
 from proxy.http import json_response, read_json_object, validate
 
@@ -23,6 +23,7 @@ def _request_id_header(request: web.Request) -> str | None:
 async def chat_render(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await read_json_object(request)
+    precheck_messages(body, state.model.max_model_len)
     chat = validate(ChatCompletionRequest, body)
     result = await state.run_cpu(request_size(chat), render_chat, state.model, state.render, chat,
                                  _request_id_header(request))
