@@ -233,9 +233,10 @@ class ChoiceDerender:
         if text_decoder.done:
             return None
         spec = self.spec
+        cap = spec.max_tokens
         if (finish_reason is None and token_ids and not has_logprobs and not spec.logprobs
-                and not spec.completion_logprobs and spec.max_tokens is None):
-            # the common chunk (no finish, no logprobs, no cap to watch): the text, and the ids kept
+                and not spec.completion_logprobs and (cap is None or self.output_tokens + len(token_ids) <= cap)):
+            # the common chunk (no finish, no logprobs, within the cap): the text, and the ids kept
             text, text_ids, kept, finish, stop = text_decoder.step(token_ids, None, None)
             self.output_tokens += kept
             kept_ids = token_ids if kept == len(token_ids) else token_ids[:kept]
@@ -270,9 +271,10 @@ class ChoiceDerender:
     def step_engine(self, choice: dict[str, Any]) -> ChoiceEvent | None:
         """`step` for one choice of an engine event, a plain dict (either logprob shape)."""
         logprobs = choice.get("logprobs")
+        if logprobs is None:
+            return self.step(choice.get("token_ids"), choice.get("finish_reason"), choice.get("stop_reason"))
         return self.step(choice.get("token_ids"), choice.get("finish_reason"), choice.get("stop_reason"),
-                         normalize_content(logprobs.get("content")) if isinstance(logprobs, dict) else None,
-                         logprobs is not None)
+                         normalize_content(logprobs.get("content")) if isinstance(logprobs, dict) else None, True)
 
     # -- the non-streamed answer --------------------------------------------------------------
 

@@ -45,18 +45,25 @@ def engine_choices(event: dict[str, Any], n: int, max_token_id: int) -> list[dic
         if type(index) is not int or not 0 <= index < n:
             raise EngineOutputError(f"choice index {index!r} is out of range (the request has {n})")
         ids = choice.get("token_ids")
-        if ids:
-            if not isinstance(ids, list) or not all(type(t) is int for t in ids):
-                raise EngineOutputError("token_ids are not a list of integers")
-            low, high = min(ids), max(ids)
-            if low < 0 or high > max_token_id:
-                raise EngineOutputError(f"token id {low if low < 0 else high} is out of the vocabulary "
-                                        f"(0..{max_token_id})")
+        if type(ids) is list and len(ids) == 1:
+            token = ids[0]  # the common streamed chunk: one token
+            if type(token) is not int or not 0 <= token <= max_token_id:
+                _check_ids(ids, max_token_id)
+        elif ids:
+            _check_ids(ids, max_token_id)
         elif ids is not None and not isinstance(ids, list):
             raise EngineOutputError("token_ids are not a list of integers")
         if choice.get("finish_reason") == "error":
             raise EngineOutputError(GENERATION_FAILED, generation_failed=True)
     return choices
+
+
+def _check_ids(ids: Any, max_token_id: int) -> None:
+    if not isinstance(ids, list) or not all(type(t) is int for t in ids):
+        raise EngineOutputError("token_ids are not a list of integers")
+    low, high = min(ids), max(ids)
+    if low < 0 or high > max_token_id:
+        raise EngineOutputError(f"token id {low if low < 0 else high} is out of the vocabulary (0..{max_token_id})")
 
 
 class DerenderSession:
@@ -88,8 +95,11 @@ class DerenderSession:
 
     def _feed(self, prompt: int, event: dict[str, Any], collect: bool) -> list[ChoiceEvent]:
         out: list[ChoiceEvent] = []
+        choices = self.choices
         for engine_choice in engine_choices(event, self.n, self._max_token_id):
-            choice = self.choice(prompt, engine_choice.get("index", 0))
+            choice = choices.get(prompt * self.n + engine_choice.get("index", 0))
+            if choice is None:
+                choice = self.choice(prompt, engine_choice.get("index", 0))
             if choice.finished:
                 continue  # ended by a stop string or the cap: the engine's later chunks are dropped
             try:

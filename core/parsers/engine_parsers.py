@@ -152,8 +152,13 @@ class EngineReasoningParser(ReasoningParser):
         return reasoning, content
 
     def _split(self, state: State, events: list[Event]) -> tuple[str, str]:
-        reasoning = "".join(v for k, v in events if k == Ev.REASONING)
-        content = "".join(v for k, v in events if k == Ev.TEXT)
+        if len(events) == 1:  # the common token: one piece of one kind
+            kind, value = events[0]
+            reasoning = value if kind == Ev.REASONING else ""
+            content = value if kind == Ev.TEXT else ""
+        else:
+            reasoning = "".join(v for k, v in events if k == Ev.REASONING)
+            content = "".join(v for k, v in events if k == Ev.TEXT)
         if reasoning and self.engine.grammar.strip_trailing_reasoning_whitespace:
             text = state["rw"] + reasoning
             body = text.rstrip()
