@@ -17,7 +17,11 @@ The tool side is vLLM's `ParserEngineToolAdapter` + `ParserEngine._events_to_del
   its raw text (converter, schema types) and the rest is sent. The state holds the current call's
   raw text only. A call cut off or broken after part of it streamed cannot be taken back.
 * under tool_choice "none" with tools (vLLM's `_suppress_tool_calls`) tool events are ignored and
-  all text outside tool markup is content, as written.
+  all text outside tool markup is content, as written;
+* behind a classic reasoning parser (vLLM's composition is then not engine-based) an output
+  without a call is the content as written: from the first markup the engine reads or drops on,
+  the raw text is held (`rx`, at most MAX_RAW_HOLD characters) with the engine's content
+  (`rc`) until a call is certain (then the engine's content goes out) or the output ends.
 """
 
 from __future__ import annotations
