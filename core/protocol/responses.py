@@ -176,6 +176,16 @@ class ResponsesRequest(OpenAIBaseModel):
     # set by a tool parser's adjust_request when its grammar also covers reasoning (Mistral)
     _grammar_from_parser: bool = PrivateAttr(default=False)
 
+    @field_validator("input", mode="wrap")
+    @classmethod
+    def _validate_input(cls, value: Any, handler: Any) -> Any:
+        """Plain text messages (what most requests are) skip the union of ~30 item types, which
+        costs ~40 us per item: for them the union's only match is EasyInputMessageParam, whose
+        validated value is the item's own keys. Anything else takes the union (and its errors)."""
+        if type(value) is list and value and all(_is_plain_message(item) for item in value):
+            return [dict(item) for item in value]
+        return handler(value)
+
     @field_validator("prompt_cache_retention", mode="before")
     @classmethod
     def _normalize_prompt_cache_retention(cls, value: object) -> object:
@@ -220,6 +230,18 @@ class ResponsesRequest(OpenAIBaseModel):
         if text_format.type == "json_schema" and text_format.schema_ is not None:
             return StructuredOutputsParams.model_validate({"json": text_format.schema_})
         return None
+
+
+_PLAIN_ROLES = frozenset(("user", "assistant", "system", "developer"))
+_PLAIN_KEYS = frozenset(("role", "content", "type"))
+
+
+def _is_plain_message(item: Any) -> bool:
+    """`{"role": ..., "content": "text"}` (optionally `"type": "message"`): an EasyInputMessageParam
+    that no other item type accepts (they all need list content or more keys)."""
+    return (type(item) is dict and type(item.get("content")) is str and type(item.get("role")) is str
+            and item["role"] in _PLAIN_ROLES
+            and item.get("type", "message") == "message" and item.keys() <= _PLAIN_KEYS)
 
 
 def _parse_input_items(data: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ tests/proxy/test_responses_render_oracle.py).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 import pytest
@@ -243,3 +244,36 @@ def test_render_answers_or_raises_a_request_error(qwen3, items, tools, overrides
         return
     orjson.dumps(rendered.generate_request)
     assert rendered.generate_request["token_ids"]
+
+
+# -- the plain-message fast path of `input` validation -------------------------------------------
+
+_ROLE = st.one_of(st.sampled_from(["user", "assistant", "system", "developer", "tool", "User", ""]),
+                  st.lists(st.text(max_size=2), max_size=1), st.none())
+_CONTENT = st.one_of(st.text(max_size=8), st.lists(st.fixed_dictionaries({"type": st.just("input_text"),
+                                                                         "text": st.text(max_size=4)}), max_size=1),
+                     st.integers(), st.none())
+_ITEM = st.dictionaries(st.sampled_from(["role", "content", "type", "id", "status"]),
+                        st.one_of(_ROLE, _CONTENT, st.sampled_from(["message", "function_call", "completed"])),
+                        max_size=4)
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_ITEM, st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "developer", "tool", "User", ""]), "content": st.text()},
+    optional={"type": st.sampled_from(["message", "function_call", "input_text"]), "id": st.just("m")})),
+    min_size=1, max_size=3))
+def test_plain_messages_validate_as_the_union_does(items):
+    """The fast path for text messages gives what the union of item types gives (the same items
+    followed by one with list content take the union, item by item), and what the union refuses
+    is refused."""
+    def validated(values: list[Any]) -> Any:
+        try:
+            out = ResponsesRequest.model_validate({"model": "m", "input": values}).input
+        except ValidationError:
+            return "refused"
+        return [v if isinstance(v, dict) else v.model_dump() for v in out]
+
+    with_list_item = validated([*json.loads(json.dumps(items)),
+                                {"role": "user", "content": [{"type": "input_text", "text": "x"}]}])
+    expected = with_list_item if with_list_item == "refused" else with_list_item[:-1]
+    assert validated(items) == expected
