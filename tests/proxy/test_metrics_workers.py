@@ -94,7 +94,13 @@ def test_one_metrics_endpoint_for_two_workers(tmp_path):
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]
 
+        # a stream's request is counted when its handler returns, just after the client read its last
+        # byte: wait (bounded) for the last one to land rather than race it
+        deadline = time.monotonic() + 20
         by_worker = per_worker_chat_requests(str(metrics_dir))
+        while sum(by_worker.values()) < REQUESTS and time.monotonic() < deadline:
+            time.sleep(0.05)
+            by_worker = per_worker_chat_requests(str(metrics_dir))
         assert set(by_worker) == {str(pid) for pid in pids}
         assert all(count > 0 for count in by_worker.values()), by_worker
         assert sum(by_worker.values()) == REQUESTS
