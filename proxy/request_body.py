@@ -57,8 +57,11 @@ async def read_body(request: web.Request) -> bytes:
     """The decoded body, at most `request.client_max_size` bytes (413), within the body timeout (408)."""
     settings = request.app.get(BODY_SETTINGS) or BodySettings()
     try:
-        async with asyncio.timeout(settings.timeout or None):
-            raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
+        if request.content.is_eof():  # all of it arrived with the headers (most bodies): nothing to wait for
+            raw = await request.read()
+        else:
+            async with asyncio.timeout(settings.timeout or None):
+                raw = await request.read()  # bounded by the app's client_max_size (--max-request-bytes)
     except TimeoutError:
         raise BodyTimeout(f"The request body did not arrive within {settings.timeout:g} seconds.", 408,
                           "RequestTimeout") from None

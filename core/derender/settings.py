@@ -29,10 +29,14 @@ class DerenderSettings:
     # derived once: the stream_state codec, and the digest of what makes states interchangeable
     codec: StateCodec = field(init=False, repr=False, compare=False)
     fingerprint: str = field(init=False, repr=False, compare=False)
+    # vLLM builds a parser for a reasoning parser, or a tool parser with auto tool choice
+    parser_configured: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         model = self.model
         object.__setattr__(self, "codec", StateCodec(self.stream_state_secret))
+        object.__setattr__(self, "parser_configured", bool(
+            self.reasoning_parser or (self.tool_call_parser and self.enable_auto_tool_choice)))
         object.__setattr__(self, "fingerprint", server_fingerprint(
             model.served_model_names, len(model.tokenizer), model.eos_token_ids, self.reasoning_parser,
             self.tool_call_parser, self.enable_auto_tool_choice))
@@ -66,11 +70,6 @@ class DerenderSettings:
     @property
     def enable_auto_tool_choice(self) -> bool:
         return self.render.enable_auto_tool_choice
-
-    @property
-    def parser_configured(self) -> bool:
-        """vLLM builds a parser for a reasoning parser, or a tool parser with auto tool choice."""
-        return bool(self.reasoning_parser or (self.tool_call_parser and self.enable_auto_tool_choice))
 
     def chat_template_kwargs(self, chat_request: Any) -> dict[str, Any]:
         """The effective kwargs parsers see (docs/vllm-wire-spec.md §2.4 step 6), computed by render's own function."""
