@@ -162,3 +162,26 @@ def test_state_is_flat_per_token_and_orjson(seed_oss):
 def test_every_output_is_recorded():
     names = {r["case"]["name"].split("__")[0] for r in RECORDS}
     assert set(OUTPUTS) <= names
+
+
+def test_feed_cost_does_not_grow_with_the_output(seed_oss):
+    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
+    import time
+
+    tok = seed_oss.tokenizer
+    text = "<seed:think>" + "Some reasoning text, with words. " * 1500 + "</seed:think>" + "An answer. " * 1500
+    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
+    parser = make_parser(seed_oss, "seed_oss", "seed_oss", {"tools": TOOLS})
+    state = parser.start(None)
+
+    def timed(chunk):
+        t0 = time.perf_counter()
+        for piece, ids in chunk:
+            parser.feed(state, piece, ids)
+        return time.perf_counter() - t0
+
+    first = timed(pieces[100:1100])
+    for piece, ids in pieces[1100:-1000]:
+        parser.feed(state, piece, ids)
+    last = timed(pieces[-1000:])
+    assert last < first * 3 + 0.002, (first, last)
