@@ -40,8 +40,6 @@ from core.parsers.base import ParserContext, ReasoningParser, ToolCallDelta, Too
 from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, new_state
 from core.parsers.registry import get_reasoning_parser, get_tool_parser
 
-_WS = " \t\n\r"
-
 
 class _FunctionDefinition(BaseModel):
     """The shape vLLM validates a tool_choice="required" output against."""
@@ -314,7 +312,7 @@ class ChatOutputParser:
         if tstate["hdr"]:
             return "", ([{"index": 0, "function": {"arguments": content}}] if content else [])
         state["ws"] += content
-        if not state["ws"].strip(_WS):
+        if not state["ws"].strip():  # (str.strip's whitespace, as the non-streaming rule: U+00A0 too)
             if final:
                 state["ws"] = ""
             return "", []

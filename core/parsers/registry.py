@@ -20,7 +20,8 @@ from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
-from core.parsers.families.qwen3_variants import NemotronV3ReasoningParser, Step3p5ReasoningParser, Step3p5ToolParser
+from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
+                                                  Step3p5ReasoningParser, Step3p5ToolParser)
 from core.parsers.families.think import DeepSeekR1ReasoningParser, DeepSeekV3ReasoningParser, GraniteReasoningParser
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
@@ -36,6 +37,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "nemotron_v3": NemotronV3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
     "qwen3": Qwen3ReasoningParser,
+    "seed_oss": SeedOssReasoningParser,
     "step3p5": Step3p5ReasoningParser,
 }
 
@@ -58,6 +60,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "pythonic": PythonicToolParser,
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,
+    "seed_oss": SeedOssToolParser,
     "step3p5": Step3p5ToolParser,
 }
 

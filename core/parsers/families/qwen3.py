@@ -43,14 +43,18 @@ TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>")
 C, R, P, N, A, B = Phase.CONTENT, Phase.REASONING, Phase.PREAMBLE, Phase.NAME, Phase.ARGS, Phase.BETWEEN
 
 
-def qwen3_grammar(initial: str, name: str = "qwen3", strip_reasoning: bool = False) -> Grammar:
-    """vLLM's `qwen3_config` (also the base of step3p5 and nemotron_v3, which strip the reasoning)."""
+def qwen3_grammar(initial: str, name: str = "qwen3", strip_reasoning: bool = False, *,
+                  think: tuple[str, str] = (THINK_START, THINK_END),
+                  tool: tuple[str, str] = (TOOL_START, TOOL_END)) -> Grammar:
+    """vLLM's `qwen3_config` (also the base of step3p5 and nemotron_v3, which strip the reasoning,
+    and of seed_oss, which spells the think and tool-call wrappers differently: `think` and `tool`
+    are the (start, end) literals; the function and parameter tags are the same in every variant)."""
     return Grammar(
         name=name, initial=initial,
-        terminals={"THINK_START": THINK_START, "THINK_END": THINK_END, "TOOL_START": TOOL_START,
-                   "TOOL_END": TOOL_END, "FUNC_PREFIX": FUNC, "FUNC_END": FUNC_END, "PARAM_START": PARAM,
+        terminals={"THINK_START": think[0], "THINK_END": think[1], "TOOL_START": tool[0],
+                   "TOOL_END": tool[1], "FUNC_PREFIX": FUNC, "FUNC_END": FUNC_END, "PARAM_START": PARAM,
                    "PARAM_END": PARAM_END, "CLOSE_ANGLE": ">"},
-        id_terminals=frozenset({THINK_START, THINK_END, TOOL_START, TOOL_END}),
+        id_terminals=frozenset({*think, *tool}),
         transitions={
             (R, "THINK_START"): (R, ()),
             (R, "THINK_END"): (C, (Ev.REASONING_END,)),

@@ -1,6 +1,6 @@
-"""Qwen3-grammar variants: `step3p5` (Step-3.5 / 3.7: reasoning and tools) and `nemotron_v3`
-(Nemotron 3 Super: reasoning), vLLM 0.33's Qwen3 parser engine with other settings
-(vllm/parser/step3p5.py, nemotron_v3.py):
+"""Qwen3-grammar variants: `step3p5` (Step-3.5 / 3.7: reasoning and tools), `nemotron_v3`
+(Nemotron 3 Super: reasoning) and `seed_oss` (Seed-OSS: reasoning and tools), vLLM 0.33's Qwen3
+parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_oss.py):
 
 * step3p5: `qwen3_config(thinking=True)` with ChatML turn boundaries and the reasoning
   right-stripped; always thinking (`enable_thinking` is ignored: the template always prefills
@@ -10,7 +10,14 @@
   in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
   `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
   defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
-  reasoning.
+  reasoning;
+* seed_oss: qwen3's grammar and rules unchanged (`enable_thinking: false` passes the output
+  through; the reasoning is not stripped) with other wrappers, each one special token:
+  `<seed:think>` / `</seed:think>`, `<seed:tool_call>` / `</seed:tool_call>`, and `<seed:bos>` /
+  `<seed:eos>` as the turn boundaries a prompt's markers count after. The Seed-OSS template's
+  `thinking_budget` changes nothing here (vLLM's parser reads only `enable_thinking`). Its tool
+  parser has no structural-tag model in vLLM, so "required" and a named tool take the generic
+  JSON path (`supports_required_and_named`), and "auto" is never constrained.
 
 Streaming follows the non-streaming answer except for that swap, which only the end of the
 output decides (vLLM's stream sends the reasoning, then repeats it as content).
@@ -19,14 +26,20 @@ output decides (vLLM's stream sends the reasoning, then repeats it as content).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from core.parsers.base import ParserContext
+from core.parsers.base import ParserContext, ToolParser
 from core.parsers.engine import Phase
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser, qwen3_grammar
 
 STEP3P5 = qwen3_grammar(Phase.REASONING, "step3p5", strip_reasoning=True)
 NEMOTRON_V3 = qwen3_grammar(Phase.REASONING, "nemotron_v3", strip_reasoning=True)
 NEMOTRON_V3_NO_THINKING = qwen3_grammar(Phase.CONTENT, "nemotron_v3", strip_reasoning=True)
+SEED_THINK = ("<seed:think>", "</seed:think>")
+SEED_TOOL = ("<seed:tool_call>", "</seed:tool_call>")
+SEED_TURN_BOUNDARIES = ("<seed:bos>", "<seed:eos>")
+SEED_OSS = qwen3_grammar(Phase.REASONING, "seed_oss", think=SEED_THINK, tool=SEED_TOOL)
+SEED_OSS_NO_THINKING = qwen3_grammar(Phase.CONTENT, "seed_oss", think=SEED_THINK, tool=SEED_TOOL)
 
 
 class Step3p5ReasoningParser(Qwen3ReasoningParser):
@@ -56,3 +69,21 @@ class NemotronV3ReasoningParser(Qwen3ReasoningParser):
         if self.force_content and (content is None or not content.strip()):
             reasoning, content = content, reasoning
         return reasoning, content
+
+
+class SeedOssReasoningParser(Qwen3ReasoningParser):
+    name = "seed_oss"
+    GRAMMAR, GRAMMAR_NO_THINKING = SEED_OSS, SEED_OSS_NO_THINKING
+    BOUNDARIES = SEED_TURN_BOUNDARIES
+
+
+class SeedOssToolParser(Qwen3XmlToolParser):
+    name = "seed_oss"
+    GRAMMAR = SEED_OSS
+    # vLLM's seed_oss tool parser has no structural-tag model: forced calls are plain JSON
+    supports_required_and_named = True
+
+    def adjust_request(self, request: Any) -> Any:
+        request = ToolParser.adjust_request(self, request)  # (the JSON schema of a forced call)
+        request.skip_special_tokens = False  # the engine needs the markers' text
+        return request

