@@ -8,7 +8,8 @@ The tokenizer is the oracle's tiny-qwen3 plus MiniMax's `<minimax:tool_call>` /
 tests use (tests/core/parsers/parser_models.py). For each case of tests/core/parsers/minimax_cases.py:
 the token ids (the text encoded, the EOS <|im_end|> appended unless the case ends by length), vLLM's
 non-streaming answer and finish_reason and its own stream (tests/oracle/vllm_parse.py). No prompt
-ids are given. A recording tool, never imported by the tests.
+ids are given. And, per request of RENDER_REQUESTS, what the parser's `adjust_request` sets: the
+structural tag, a JSON constraint, skip_special_tokens. A recording tool, never imported by the tests.
 """
 
 import argparse
@@ -26,7 +27,8 @@ from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 from vllm_parse import vllm_answer  # noqa: E402
 
-from tests.core.parsers.minimax_cases import cases  # noqa: E402
+from tests.core.parsers.minimax_cases import RENDER_REQUESTS, cases  # noqa: E402
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from tests.core.parsers.parser_models import MINIMAX_TOKENS, with_added_tokens  # noqa: E402
 
 EOS = 151645  # <|im_end|>
@@ -53,8 +55,17 @@ def main():
             answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
                                  decoded_ids=text_ids)
             records.append({"case": case, "token_ids": ids, "engine_finish_reason": case["finish"], **answer})
+        render = {}
+        for name, body in RENDER_REQUESTS.items():
+            cls = ParserManager.get_parser(tool_parser_name="minimax_m2", reasoning_parser_name="minimax_m2",
+                                           enable_auto_tools=True, tokenizer=tok)
+            req = ChatCompletionRequest(model="tiny-minimax-m2", messages=[{"role": "user", "content": "hi"}], **body)
+            req = cls(tok, req.tools, model_config=None).adjust_request(req)
+            so = req.structured_outputs
+            render[name] = {"request": body, "structural_tag": so.structural_tag if so else None,
+                            "json": so.json if so else None, "skip_special_tokens": req.skip_special_tokens}
     doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_minimax.py",
-           "model": "tiny-qwen3 + <minimax:tool_call>, </minimax:tool_call> (special)", "records": records}
+           "model": "tiny-qwen3 + <minimax:tool_call>, </minimax:tool_call> (special)", "records": records, "render": render}
     Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {len(records)} records to {args.out}")
 

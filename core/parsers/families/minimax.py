@@ -45,7 +45,7 @@ from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import EngineReasoningParser, EngineToolParser
 from core.parsers.families.qwen3 import XmlArgStreamer
 from core.parsers.jsonstream import dumps
-from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, _json_content, apply_structural_tag
+from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<minimax:tool_call>", "</minimax:tool_call>"
@@ -141,19 +141,7 @@ class MiniMaxArgStreamer(XmlArgStreamer):
 
 class MiniMaxTagModel(TagModel):
     """vLLM's own "minimax" structural tag (vllm/tool_parsers/structural_tag_registry.py): the
-    invokes inside one block; a tool's arguments follow its `parameters` unless it says
-    `strict: false` (free JSON then, as without parameters)."""
-
-    def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        tags = []
-        for function in tools:
-            params = function.get("parameters")
-            schema = True if function.get("strict") is False or params is None else params
-            content = _json_content(schema)
-            content["style"] = self.style
-            tags.append({"type": "tag", "begin": f'<invoke name="{function.get("name", "")}">\n',
-                         "content": content, "end": "</invoke>\n"})
-        return tags
+    invokes inside one block, a forced choice opening it on a new line."""
 
     def format(self, tools: list[dict[str, Any]], required: bool, named: bool = False) -> dict[str, Any]:
         calls = {"type": "tags_with_separator", "tags": self.tags(tools), "separator": "", "at_least_one": True,
@@ -170,7 +158,8 @@ class MiniMaxM2ToolParser(EngineToolParser):
     name = "minimax_m2"
     GRAMMAR = MINIMAX
     STREAMER = MiniMaxArgStreamer()
-    TAG_MODEL = MiniMaxTagModel([], [TOOL_START], style="minimax_xml", excludes=THINK_EXCLUDES)
+    TAG_MODEL = MiniMaxTagModel([('<invoke name="{name}">\n', INVOKE_END + "\n")], [TOOL_START], style="minimax_xml",
+                                excludes=THINK_EXCLUDES)
 
     def adjust_request(self, request: Any) -> Any:
         request = apply_structural_tag(request, self.TAG_MODEL)

@@ -129,3 +129,16 @@ def cases() -> list[dict]:
                         "tool_parser": tool, "request": REQUESTS[req], "chat_template_kwargs": {},
                         "finish": "length" if name.startswith("truncated") else "stop"})
     return out
+
+
+# render side: the structural tag vLLM sets for these requests (strict tools, forced choices)
+_STRICT = [dict(TOOLS[0], function=dict(TOOLS[0]["function"], strict=True)), TOOLS[1]]
+_NOT_STRICT = [dict(TOOLS[0], function=dict(TOOLS[0]["function"], strict=False)), TOOLS[1], TOOLS[2]]
+RENDER_REQUESTS = {
+    **{name: REQUESTS[name] for name in ("auto", "none", "required", "named", "no_parallel")},
+    "auto_strict": {"tools": _STRICT},
+    "required_not_strict": {"tools": _NOT_STRICT, "tool_choice": "required"},
+    "required_no_parallel": {"tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False},
+    "auto_strict_json_object": {"tools": _STRICT, "response_format": {"type": "json_object"}},
+    "named_strict": {"tools": _STRICT, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+}

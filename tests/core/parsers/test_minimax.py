@@ -138,25 +138,20 @@ def test_reasoning_ends_at_think_end_or_block(minimax):
     assert not parser.is_reasoning_end([])
 
 
-def test_structural_tag_for_forced_and_strict_choices(minimax):
-    """vLLM's own "minimax" tag: the block around the invokes; parameters unless `strict: false`."""
-    from core.parsers.families.minimax import MiniMaxM2ToolParser, MiniMaxTagModel
+@pytest.mark.parametrize("name", sorted(GOLDEN["render"]))
+def test_adjust_request_equals_vllm(minimax, name):
+    """The structural tag (vLLM's own "minimax" model), JSON constraint and skip_special_tokens
+    vLLM 0.33's adjust_request sets, for strict tools and forced choices."""
+    from core.protocol.chat import ChatCompletionRequest
 
-    tools = [{"name": "f", "parameters": {"type": "object"}}, {"name": "g", "strict": False,
-                                                               "parameters": {"type": "object"}}]
-    model = MiniMaxM2ToolParser.TAG_MODEL
-    assert isinstance(model, MiniMaxTagModel)
-    required = model.format(tools, required=True)
-    assert required["type"] == "sequence"
-    assert [e.get("value") for e in required["elements"]] == ["\n" + START + "\n", None, END]
-    tags = required["elements"][1]["tags"]
-    assert [t["begin"] for t in tags] == ['<invoke name="f">\n', '<invoke name="g">\n']
-    assert [t["content"]["json_schema"] for t in tags] == [{"type": "object"}, True]
-    assert {t["content"]["style"] for t in tags} == {"minimax_xml"}
-    auto = model.format(tools, required=False)
-    assert auto["type"] == "triggered_tags" and auto["triggers"] == [START]
-    assert auto["tags"][0]["begin"] == START + "\n" and auto["tags"][0]["end"] == END
-    assert model.format(tools[:1], required=True, named=True)["elements"][1]["stop_after_first"] is True
+    rec = GOLDEN["render"][name]
+    parser = make_parser(minimax, "minimax_m2", "minimax_m2", rec["request"])
+    req = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **rec["request"])
+    req = parser.tools.adjust_request(parser.reasoning.adjust_request(req))
+    so = req.structured_outputs
+    assert (so.structural_tag if so else None) == rec["structural_tag"]
+    assert (so.model_dump(by_alias=True).get("json") if so else None) == rec["json"]
+    assert req.skip_special_tokens == rec["skip_special_tokens"]
 
 
 _PIECES = [START, END, "<invoke name=", '<invoke name="', "<invoke name='", '">', "'>", ">", "</invoke>",
