@@ -27,7 +27,7 @@ from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 from vllm_parse import vllm_answer  # noqa: E402
 
-from tests.core.parsers.minimax_cases import RENDER_REQUESTS, cases  # noqa: E402
+from tests.core.parsers.minimax_cases import RENDER_CASES, RENDER_REQUESTS, cases  # noqa: E402
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from tests.core.parsers.parser_models import MINIMAX_TOKENS, with_added_tokens  # noqa: E402
 
@@ -56,14 +56,17 @@ def main():
                                  decoded_ids=text_ids)
             records.append({"case": case, "token_ids": ids, "engine_finish_reason": case["finish"], **answer})
         render = {}
-        for name, body in RENDER_REQUESTS.items():
-            cls = ParserManager.get_parser(tool_parser_name="minimax_m2", reasoning_parser_name="minimax_m2",
+        for (reasoning, tool), name in RENDER_CASES:
+            body = RENDER_REQUESTS[name]
+            cls = ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
                                            enable_auto_tools=True, tokenizer=tok)
             req = ChatCompletionRequest(model="tiny-minimax-m2", messages=[{"role": "user", "content": "hi"}], **body)
             req = cls(tok, req.tools, model_config=None).adjust_request(req)
             so = req.structured_outputs
-            render[name] = {"request": body, "structural_tag": so.structural_tag if so else None,
-                            "json": so.json if so else None, "skip_special_tokens": req.skip_special_tokens}
+            render[f"{reasoning}+{tool}:{name}"] = {
+                "reasoning_parser": reasoning, "tool_parser": tool, "request": body,
+                "structural_tag": so.structural_tag if so else None, "json": so.json if so else None,
+                "skip_special_tokens": req.skip_special_tokens}
     doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_minimax.py",
            "model": "tiny-qwen3 + <minimax:tool_call>, </minimax:tool_call> (special)", "records": records, "render": render}
     Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

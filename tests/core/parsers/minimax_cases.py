@@ -142,3 +142,8 @@ RENDER_REQUESTS = {
     "auto_strict_json_object": {"tools": _STRICT, "response_format": {"type": "json_object"}},
     "named_strict": {"tools": _STRICT, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
 }
+# ((reasoning parser, tool parser), request): every request with the usual pair, a few with the others
+RENDER_CASES = [(("minimax_m2", "minimax_m2"), name) for name in RENDER_REQUESTS] + [
+    (pair, name) for pair in (("minimax_m2_append_think", "minimax_m2"), (None, "minimax_m2"),
+                              ("minimax_m2", None), ("minimax_m2_append_think", None))
+    for name in ("auto", "required", "no_parallel")]

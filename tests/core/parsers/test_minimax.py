@@ -145,9 +145,11 @@ def test_adjust_request_equals_vllm(minimax, name):
     from core.protocol.chat import ChatCompletionRequest
 
     rec = GOLDEN["render"][name]
-    parser = make_parser(minimax, "minimax_m2", "minimax_m2", rec["request"])
+    parser = make_parser(minimax, rec["reasoning_parser"], rec["tool_parser"], rec["request"])
     req = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **rec["request"])
-    req = parser.tools.adjust_request(parser.reasoning.adjust_request(req))
+    for family in (parser.reasoning, parser.tools):
+        if family is not None:
+            req = family.adjust_request(req)
     so = req.structured_outputs
     assert (so.structural_tag if so else None) == rec["structural_tag"]
     assert (so.model_dump(by_alias=True).get("json") if so else None) == rec["json"]
