@@ -23,12 +23,12 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 from vllm_parse import vllm_answer  # noqa: E402
 
 from tests.core.parsers.minimax_cases import RENDER_CASES, RENDER_REQUESTS, cases  # noqa: E402
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from tests.core.parsers.parser_models import MINIMAX_TOKENS, with_added_tokens  # noqa: E402
 
 EOS = 151645  # <|im_end|>
@@ -41,7 +41,8 @@ def main():
     args = ap.parse_args()
     import vllm
     with tempfile.TemporaryDirectory() as tmp:
-        tok = get_tokenizer(str(with_added_tokens(Path(args.qwen3), Path(tmp) / "tiny-minimax-m2", MINIMAX_TOKENS)))
+        model_dir = with_added_tokens(Path(args.qwen3), Path(tmp) / "tiny-minimax-m2", MINIMAX_TOKENS)
+        tok = get_tokenizer(str(model_dir))
         records = []
         for case in cases():
             cls = ParserManager.get_parser(tool_parser_name=case["tool_parser"],

@@ -1,5 +1,5 @@
-"""MiniMax M2 (MiniMaxAI/MiniMax-M2, M2.1, M2.5): vLLM 0.33's `minimax_m2` parser engine and its
-`minimax_m2_append_think` reasoning parser.
+"""MiniMax M2 (MiniMaxAI/MiniMax-M2; M2.1 / M2.5 write the same format): vLLM 0.33's
+`minimax_m2` parser engine and its `minimax_m2_append_think` reasoning parser.
 
     ...reasoning...</think>                   (the template opens `<think>` in the prompt)
     <minimax:tool_call>
@@ -40,7 +40,7 @@ from typing import Any
 
 import regex
 
-from core.parsers.base import ReasoningParser, State
+from core.parsers.base import ParserContext, ReasoningParser, State
 from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import EngineReasoningParser, EngineToolParser
 from core.parsers.families.qwen3 import XmlArgStreamer
@@ -181,7 +181,7 @@ class MiniMaxM2AppendThinkReasoningParser(ReasoningParser):
 
     name = "minimax_m2_append_think"
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
         tok = ctx.tokenizer
         self.start_id, self.end_id = tok.token_to_id(THINK_START), tok.token_to_id(THINK_END)

@@ -17,7 +17,8 @@ TOOLS = [
         "type": "object", "properties": {
             "s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
             "o": {"type": "object", "properties": {"k": {"type": "array", "items": {"type": "integer"}}}},
-            "a": {"type": "array"}, "z": {"type": "null"}, "u": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}}},
+            "a": {"type": "array"}, "z": {"type": "null"},
+            "u": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}}},
     {"type": "function", "function": {"name": "ping"}},
 ]
 START, END = "<minimax:tool_call>", "</minimax:tool_call>"
