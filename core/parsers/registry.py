@@ -17,6 +17,8 @@ from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolPar
 from core.parsers.families.hermes import HermesToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
+from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
+                                           MiniMaxM2ToolParser)
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
@@ -33,6 +35,8 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
+    "minimax_m2": MiniMaxM2ReasoningParser,
+    "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "mistral": MistralReasoningParser,
     "nemotron_v3": NemotronV3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
@@ -55,6 +59,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,
+    "minimax_m2": MiniMaxM2ToolParser,
     "mistral": MistralToolParser,
     "openai": HarmonyToolParser,
     "pythonic": PythonicToolParser,

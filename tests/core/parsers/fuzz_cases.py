@@ -556,6 +556,37 @@ def harmony_text(rng: Random, case: dict[str, Any]) -> str:
     return "".join(out)
 
 
+MINIMAX_TAGS = ("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=", "</invoke>", "<parameter name=",
+                "</parameter>", "<think>", "</think>", ">", '"')
+
+
+def minimax_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["minimax"]
+
+    def invoke() -> str:
+        name, quote = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"]), rng.choice(['"', '"', "'", ""])
+        params = []
+        for key in rng.sample(KEYS, rng.randint(0, 3)):
+            value = xml_value(rng, fam.tags)
+            close = "" if chance(rng, 0.05) else "</parameter>"
+            if not close or "<" in value:
+                case["malformed"] = True
+            pq, gap = rng.choice(['"', '"', "'", ""]), rng.choice(["", "\n"])
+            params.append(f"{gap}<parameter name={pq}{key}{pq}>{value}{close}")
+        end = "" if chance(rng, 0.05) else "</invoke>"
+        if not end:
+            case["malformed"] = True
+        return f"<invoke name={quote}{name}{quote}>" + "".join(params) + rng.choice(["\n", ""]) + end
+
+    def call() -> str:
+        invokes = "\n".join(invoke() for _ in range(rng.choice([1, 1, 2])))
+        return invokes if chance(rng, 0.08) else f"<minimax:tool_call>\n{invokes}\n</minimax:tool_call>"
+
+    # (the template opens <think> in the prompt: most outputs start inside the reasoning)
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -617,6 +648,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            kwargs=({}, {}, {"thinking": False}, {"reasoning_effort": "none"})),
     Family("dsml_v41", "deepseek_v41", ("deepseek_v41",), ("deepseek_v41", "deepseek_v41", None), dsml_text,
            tags=dsml_tags("dsml_v41"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({}, {}, {"thinking": False})),
+    Family("minimax", "minimax", ("minimax_m2", "minimax_m2", None),
+           ("minimax_m2", "minimax_m2", "minimax_m2_append_think", None), minimax_text, tags=MINIMAX_TAGS),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}
