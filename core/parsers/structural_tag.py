@@ -161,3 +161,11 @@ def apply_structural_tag(request: Any, model: TagModel) -> Any:
     request.structured_outputs = params_cls(structural_tag=tag)
     request.response_format = None
     return request
+
+
+def apply_tag_keeping_markers(request: Any, model: TagModel) -> Any:
+    """`apply_structural_tag`, and special tokens kept in the text: the families whose markers are
+    special tokens read them from the engine's output (vLLM's adjust_request for those parsers)."""
+    request = apply_structural_tag(request, model)
+    request.skip_special_tokens = False
+    return request

@@ -26,7 +26,7 @@ from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import CallState, EngineReasoningParser, EngineToolParser, EngineToolState
 from core.parsers.families.qwen3 import XmlArgStreamer
 from core.parsers.jsonstream import dumps
-from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
+from core.parsers.structural_tag import TagModel, _json_content, apply_tag_keeping_markers
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
@@ -195,9 +195,7 @@ class Glm45ToolParser(EngineToolParser):
         return GLM if thinking_on(ctx.chat_template_kwargs) else GLM_NO_THINKING
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.TAG_MODEL)
-        request.skip_special_tokens = False
-        return request
+        return apply_tag_keeping_markers(request, self.TAG_MODEL)
 
     def emit_name(self, state: EngineToolState, call: CallState, name: str | None) -> None:
         super().emit_name(state, call, name.strip() if name is not None else None)

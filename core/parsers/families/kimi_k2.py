@@ -26,7 +26,7 @@ from core.parsers.base import ParserContext
 from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import CallState, EngineToolParser, EngineToolState, JsonArgStreamer
 from core.parsers.families.glm45 import Glm45ReasoningParser, thinking_on
-from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
+from core.parsers.structural_tag import TagModel, _json_content, apply_tag_keeping_markers
 
 THINK_START, THINK_END = "<think>", "</think>"
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
@@ -129,9 +129,7 @@ class KimiK2ToolParser(EngineToolParser):
         return KIMI if thinking_on(ctx.chat_template_kwargs) else KIMI_NO_THINKING
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.TAG_MODEL)
-        request.skip_special_tokens = False
-        return request
+        return apply_tag_keeping_markers(request, self.TAG_MODEL)
 
     def emit_name(self, state: EngineToolState, call: CallState, name: str | None) -> None:
         parsed = parse_header(name)

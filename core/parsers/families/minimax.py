@@ -45,7 +45,7 @@ from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import EngineReasoningParser, EngineToolParser
 from core.parsers.families.qwen3 import XmlArgStreamer
 from core.parsers.jsonstream import dumps
-from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
+from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_tag_keeping_markers
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<minimax:tool_call>", "</minimax:tool_call>"
@@ -162,9 +162,7 @@ class MiniMaxM2ToolParser(EngineToolParser):
                                 excludes=THINK_EXCLUDES)
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.TAG_MODEL)
-        request.skip_special_tokens = False  # the engine needs the markers' text
-        return request
+        return apply_tag_keeping_markers(request, self.TAG_MODEL)
 
     def convert_args(self, raw: str, name: str) -> str:
         return minimax_arguments(raw)

@@ -32,7 +32,7 @@ from core.parsers.coercion import coerce, schema_types, string_only, tool_proper
 from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import ArgStreamer, CallState, EngineReasoningParser, EngineToolParser
 from core.parsers.jsonstream import dumps, dumps_str_body
-from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structural_tag
+from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_tag_keeping_markers
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
@@ -259,9 +259,7 @@ class Qwen3XmlToolParser(EngineToolParser):
                          required_triggered=True)
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.TAG_MODEL)
-        request.skip_special_tokens = False  # the engine needs the markers' text
-        return request
+        return apply_tag_keeping_markers(request, self.TAG_MODEL)
 
     def convert_args(self, raw: str, name: str) -> str:
         return qwen3_arguments(raw)
