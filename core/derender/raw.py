@@ -141,6 +141,17 @@ def _check_index(state: StreamState, choice: Any) -> None:
         raise invalid(f"belongs to choice {state.index}, not {choice.index} (keep one state per index)")
 
 
+def _carried_state(settings: DerenderSettings, req: Any, kind: str) -> tuple[StreamState | None, str]:
+    """The request's `stream_state` decoded (signature, server and engine request checked), and the
+    engine request's key: the chunk's own, else the one the state carried."""
+    chunk = req.generate_chunk
+    request_key = request_fingerprint(chunk.request_id if "request_id" in chunk.model_fields_set else None)
+    if req.stream_state is None:
+        return None, request_key
+    state = settings.codec.decode(req.stream_state, kind=kind, server=settings.fingerprint, request=request_key)
+    return state, request_key or state.request
+
+
 def _resume(spec: OutputSpec, state: StreamState | None, seed: Any) -> ChoiceDerender:
     """A fresh choice, or the one `stream_state` carried."""
     if state is None:
@@ -184,11 +195,7 @@ def derender_chat_stream(settings: DerenderSettings, req: Any, created: int | No
         raise bad_request(PROMPT_IDS_REQUIRED)
     chunk = req.generate_chunk
     chunk_choice = _only_choice(chunk, "derender_chat_stream", with_count=True)
-    request_key = request_fingerprint(chunk.request_id if "request_id" in chunk.model_fields_set else None)
-    state = None
-    if req.stream_state is not None:
-        state = settings.codec.decode(req.stream_state, kind="chat", server=settings.fingerprint, request=request_key)
-        request_key = request_key or state.request
+    state, request_key = _carried_state(settings, req, "chat")
     prompt_len = len(req.prompt_token_ids) if req.prompt_token_ids is not None else 0
     prior = state.output_tokens if state is not None else 0
     delta_len = len(chunk_choice.token_ids) if chunk_choice is not None and chunk_choice.token_ids else 0
@@ -224,11 +231,8 @@ def derender_completion_stream(settings: DerenderSettings, req: Any, created: in
     check_prompt_ids([req.prompt_token_ids], model.max_model_len)
     chunk = req.generate_chunk
     chunk_choice = _only_choice(chunk, "derender_completion_stream", with_count=False)
-    request_key = request_fingerprint(chunk.request_id if "request_id" in chunk.model_fields_set else None)
-    state = None
-    if req.stream_state is not None:
-        state = settings.codec.decode(req.stream_state, kind="cmpl", server=settings.fingerprint, request=request_key)
-        request_key = request_key or state.request
+    state, request_key = _carried_state(settings, req, "cmpl")
+    if state is not None:
         if state.parser is not None or state.role_sent:
             raise invalid("malformed (chat fields in a completions state)")
         _check_index(state, chunk_choice)
