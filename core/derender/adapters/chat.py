@@ -101,6 +101,13 @@ def usage_chunk(request_id: str, created: int, model: str, object_name: str, pro
             "usage": usage_short(prompt_tokens, completion_tokens)}
 
 
+def stream_end(error: RequestError | None, usage_chunk_: dict[str, Any] | None) -> list[bytes]:
+    """The last events of an OpenAI stream: the error event, or the usage chunk (when asked for), then [DONE]."""
+    if error is not None:
+        return [openai_error_event(error), DONE]
+    return [DONE] if usage_chunk_ is None else [data_event(usage_chunk_), DONE]
+
+
 def _continuous_usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
             "completion_tokens": completion_tokens, "completion_tokens_details": None}
@@ -174,12 +181,9 @@ class ChatStream:
         return out
 
     def close(self, error: RequestError | None) -> list[bytes]:
-        if error is not None:
-            return [openai_error_event(error), DONE]
-        if not self.include_usage:
-            return [DONE]
-        return [data_event(usage_chunk(self.request_id, self.created, self.model, "chat.completion.chunk",
-                                       self.prompt_tokens, self.session.completion_tokens)), DONE]
+        return stream_end(error, usage_chunk(self.request_id, self.created, self.model, "chat.completion.chunk",
+                                             self.prompt_tokens, self.session.completion_tokens)
+                          if self.include_usage and error is None else None)
 
 
 def chat_message(role: str, result: ChoiceResult, content: str | None, reasoning_field: str) -> dict[str, Any]:

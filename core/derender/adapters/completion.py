@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.derender.adapters.chat import usage_chunk, usage_full, usage_short
-from core.derender.adapters.sse import DONE, data_event, openai_error_event
+from core.derender.adapters.chat import stream_end, usage_chunk, usage_full, usage_short
+from core.derender.adapters.sse import data_event
 from core.derender.choice import ChoiceEvent, merge_logprobs
 from core.derender.session import DerenderSession
 from core.errors import RequestError
@@ -138,12 +138,9 @@ class CompletionStream:
         return out
 
     def close(self, error: RequestError | None) -> list[bytes]:
-        if error is not None:
-            return [openai_error_event(error), DONE]
-        if not self.include_usage:
-            return [DONE]
-        return [data_event(usage_chunk(self.request_id, self.created, self.model, "text_completion",
-                                       sum(self.prompt_lens), self.session.completion_tokens)), DONE]
+        return stream_end(error, usage_chunk(self.request_id, self.created, self.model, "text_completion",
+                                             sum(self.prompt_lens), self.session.completion_tokens)
+                          if self.include_usage and error is None else None)
 
 
 def completion_response(session: DerenderSession, *, request_id: str, created: int, model: str,
