@@ -432,6 +432,10 @@ def chat_equivalent(request: ResponsesRequest, messages: list[dict[str, Any]],
         vllm_xargs=request.vllm_xargs, request_id=request.request_id)
 
 
+HARMONY_NOT_SUPPORTED = ("The Responses API is not supported yet for gpt-oss (Harmony) models; "
+                         "use /v1/chat/completions.")
+
+
 def render_responses(model: ModelInfo, options: RenderOptions, request: ResponsesRequest, *,
                      request_id: str | None = None, prior_items: list[Any] | None = None) -> ResponsesRender:
     """A Responses request -> vLLM 0.33's GenerateRequest and the chat-equivalent request.
@@ -441,6 +445,11 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
     (see `conversation`). Synchronous CPU work; raises RequestError.
     """
     check_model(model, request.model)
+    if model.renderer == "harmony":
+        # vLLM renders gpt-oss Responses with its own Harmony conversation (not the chat one) and
+        # parses the output into Harmony items; neither is built here yet: refuse rather than
+        # answer with the chat rendering
+        raise bad_request(HARMONY_NOT_SUPPORTED)
     check_supported_tools(request)
     user_kwargs = request.chat_template_kwargs or {}
     if not options.trust_request_chat_template and user_kwargs.get("chat_template") is not None:
