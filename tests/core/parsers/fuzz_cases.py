@@ -196,29 +196,42 @@ def forced_output(rng: Random, case: dict[str, Any]) -> str | None:
 
 # -- families -----------------------------------------------------------------------------
 
+def tool_call_json(rng: Random, case: dict[str, Any], fam: Family, breaking: tuple[str, ...] = ("</tool_call>",),
+                   more_shapes: bool = False) -> str:
+    """One `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (hermes, granite4); `breaking`:
+    the tags that break the call when a string holds them; `more_shapes`: also any JSON value as
+    the arguments and an extra key (the draws stay the same without them)."""
+    obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
+    shape = rng.randrange(14 if more_shapes else 12)
+    if shape == 0:
+        obj = {"arguments": obj["arguments"], "name": obj["name"]}
+    elif shape == 1:
+        obj = {"name": obj["name"]}
+        case["malformed"] = True
+    elif shape == 2:
+        obj["arguments"] = text_value(rng)  # a string argument
+    elif shape == 3:
+        obj = {"name": obj["name"], "parameters": obj["arguments"]}
+        case["malformed"] = True
+    elif shape == 12:
+        obj["arguments"] = json_value(rng, fam.tags)  # any JSON value (granite4: null fails the call)
+        case["malformed"] = case["malformed"] or obj["arguments"] is None
+    elif shape == 13:
+        obj["id"] = "x"  # other keys are ignored
+    closing = "" if chance(rng, 0.05) else "</tool_call>"
+    body = dumps(rng, obj)
+    # vLLM's format ends a call at the first </tool_call>, or at the end of the output when
+    # it is never closed: a tag inside a string, or any text after an unclosed call, breaks it
+    if any(tag in body for tag in breaking) or not closing:
+        case["malformed"] = True
+    return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+
+
 def hermes_text(rng: Random, case: dict[str, Any]) -> str:
     fam = FAMILIES["hermes"]
 
     def call() -> str:
-        obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
-        shape = rng.randrange(12)
-        if shape == 0:
-            obj = {"arguments": obj["arguments"], "name": obj["name"]}
-        elif shape == 1:
-            obj = {"name": obj["name"]}
-            case["malformed"] = True
-        elif shape == 2:
-            obj["arguments"] = text_value(rng)  # a string argument
-        elif shape == 3:
-            obj = {"name": obj["name"], "parameters": obj["arguments"]}
-            case["malformed"] = True
-        closing = "" if chance(rng, 0.05) else "</tool_call>"
-        body = dumps(rng, obj)
-        # vLLM's format ends a call at the first </tool_call>, or at the end of the output when
-        # it is never closed: a tag inside a string, or any text after an unclosed call, breaks it
-        if "</tool_call>" in body or not closing:
-            case["malformed"] = True
-        return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+        return tool_call_json(rng, case, fam)
 
     reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
     body = forced_output(rng, case) or calls_with_prose(rng, case, fam, call)
@@ -596,26 +609,8 @@ def granite4_text(rng: Random, case: dict[str, Any]) -> str:
     fam = FAMILIES["granite4"]
 
     def call() -> str:
-        obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
-        shape = rng.randrange(14)
-        if shape == 0:
-            obj = {"arguments": obj["arguments"], "name": obj["name"]}
-        elif shape == 1:
-            obj = {"name": obj["name"]}
-            case["malformed"] = True
-        elif shape == 2:
-            obj["arguments"] = text_value(rng)  # a string argument: taken as written
-        elif shape == 3:
-            obj["arguments"] = json_value(rng, fam.tags)  # any JSON value (null fails the call)
-            case["malformed"] = case["malformed"] or obj["arguments"] is None
-        elif shape == 4:
-            obj["id"] = "x"  # other keys are ignored
-        closing = "" if chance(rng, 0.05) else "</tool_call>"
-        body = dumps(rng, obj)
-        # any tag inside a body, or a call never closed, fails every call (vLLM: all content)
-        if any(tag in body for tag in ("<tool_call>", "</tool_call>")) or not closing:
-            case["malformed"] = True
-        return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+        # (any tag inside a body fails every call: vLLM's answer is then all content)
+        return tool_call_json(rng, case, fam, breaking=("<tool_call>", "</tool_call>"), more_shapes=True)
 
     reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
     if reasoning and chance(rng, 0.5):

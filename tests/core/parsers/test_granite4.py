@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 
 from core.protocol.chat import ChatCompletionRequest
 from tests.core.parsers.granite4_cases import CALL, CALL2, OUTPUTS, TOOLS
-from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.helpers import (
+    chunk_texts,
+    first_and_last_feed_seconds,
+    golden_message,
+    golden_stream,
+    make_parser,
+    stream,
+)
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "granite4.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
@@ -36,14 +43,6 @@ def _parser(model, case):
     return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
 
 
-def _message(parser, model, record):
-    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
-                                                      record["token_ids"], None)
-    return {"reasoning": reasoning, "content": content,
-            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
-                            "arguments": c["function"]["arguments"]} for c in calls]}
-
-
 def test_the_tokenizer_is_the_recorded_one(granite4):
     tok = granite4.tokenizer
     for record in RECORDS:
@@ -54,7 +53,7 @@ def test_the_tokenizer_is_the_recorded_one(granite4):
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(granite4, record):
     parser = _parser(granite4, record["case"])
-    got = _message(parser, granite4, record)
+    got = golden_message(parser, granite4, record)
     assert got == record["message"]
     assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
         record["finish_reason"]
@@ -64,13 +63,11 @@ def test_nonstream_equals_vllm(granite4, record):
 def test_any_chunking_aggregates_to_the_nonstream_answer(granite4, record):
     case = record["case"]
     ids = record["text_ids"]
-    expected = _message(_parser(granite4, case), granite4, record)
+    expected = golden_message(_parser(granite4, case), granite4, record)
     rng = random.Random(case["name"])
     for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        agg = stream(_parser(granite4, case), chunk_texts(granite4, ids, cuts), None)
-        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
-               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
-                              for c in agg["tool_calls"]]}
+        got = golden_stream(_parser(granite4, case), granite4, ids, cuts)
+        finish, _ = got.pop("finish_reason"), got.pop("max_state")
         if case["name"] in SWAPPED:
             assert (got["reasoning"], got["content"]) == (expected["content"], expected["reasoning"])
             continue
@@ -80,7 +77,7 @@ def test_any_chunking_aggregates_to_the_nonstream_answer(granite4, record):
         if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
             got["content"] = ""
         assert got == expected, cuts
-        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+        assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
@@ -164,22 +161,9 @@ def test_state_is_flat_per_token_and_orjson(granite4):
 
 def test_feed_cost_does_not_grow_with_the_output(granite4):
     """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
-    import time
-
     tok = granite4.tokenizer
     text = "<think>" + "Some reasoning text, with words. " * 1500 + "</think>\n" + "An answer. <b> " * 1500
     pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
     parser = make_parser(granite4, "granite_thinking_parser", "granite4", {"tools": TOOLS})
-    state = parser.start(None)
-
-    def timed(chunk):
-        t0 = time.perf_counter()
-        for piece, ids in chunk:
-            parser.feed(state, piece, ids)
-        return time.perf_counter() - t0
-
-    first = timed(pieces[100:1100])
-    for piece, ids in pieces[1100:-1000]:
-        parser.feed(state, piece, ids)
-    last = timed(pieces[-1000:])
+    first, last = first_and_last_feed_seconds(parser, pieces)
     assert last < first * 3 + 0.002, (first, last)
