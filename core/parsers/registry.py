@@ -13,6 +13,7 @@ from core.parsers.families.deepseek import DeepSeekV3ToolParser, DeepSeekV31Tool
 from core.parsers.families.dsml import (DeepSeekV4ReasoningParser, DeepSeekV32ToolParser, DeepSeekV41ReasoningParser,
                                         DeepSeekV41ToolParser, DeepSeekV4ToolParser)
 from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
+from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
@@ -34,6 +35,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "glm45": Glm45ReasoningParser,
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
+    "granite_thinking_parser": GraniteThinkingReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
@@ -53,6 +55,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "deepseek_v41": DeepSeekV41ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,
+    "granite4": Granite4ToolParser,
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,

@@ -196,29 +196,42 @@ def forced_output(rng: Random, case: dict[str, Any]) -> str | None:
 
 # -- families -----------------------------------------------------------------------------
 
+def tool_call_json(rng: Random, case: dict[str, Any], fam: Family, breaking: tuple[str, ...] = ("</tool_call>",),
+                   more_shapes: bool = False) -> str:
+    """One `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (hermes, granite4); `breaking`:
+    the tags that break the call when a string holds them; `more_shapes`: also any JSON value as
+    the arguments and an extra key (the draws stay the same without them)."""
+    obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
+    shape = rng.randrange(14 if more_shapes else 12)
+    if shape == 0:
+        obj = {"arguments": obj["arguments"], "name": obj["name"]}
+    elif shape == 1:
+        obj = {"name": obj["name"]}
+        case["malformed"] = True
+    elif shape == 2:
+        obj["arguments"] = text_value(rng)  # a string argument
+    elif shape == 3:
+        obj = {"name": obj["name"], "parameters": obj["arguments"]}
+        case["malformed"] = True
+    elif shape == 12:
+        obj["arguments"] = json_value(rng, fam.tags)  # any JSON value (granite4: null fails the call)
+        case["malformed"] = case["malformed"] or obj["arguments"] is None
+    elif shape == 13:
+        obj["id"] = "x"  # other keys are ignored
+    closing = "" if chance(rng, 0.05) else "</tool_call>"
+    body = dumps(rng, obj)
+    # vLLM's format ends a call at the first </tool_call>, or at the end of the output when
+    # it is never closed: a tag inside a string, or any text after an unclosed call, breaks it
+    if any(tag in body for tag in breaking) or not closing:
+        case["malformed"] = True
+    return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+
+
 def hermes_text(rng: Random, case: dict[str, Any]) -> str:
     fam = FAMILIES["hermes"]
 
     def call() -> str:
-        obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
-        shape = rng.randrange(12)
-        if shape == 0:
-            obj = {"arguments": obj["arguments"], "name": obj["name"]}
-        elif shape == 1:
-            obj = {"name": obj["name"]}
-            case["malformed"] = True
-        elif shape == 2:
-            obj["arguments"] = text_value(rng)  # a string argument
-        elif shape == 3:
-            obj = {"name": obj["name"], "parameters": obj["arguments"]}
-            case["malformed"] = True
-        closing = "" if chance(rng, 0.05) else "</tool_call>"
-        body = dumps(rng, obj)
-        # vLLM's format ends a call at the first </tool_call>, or at the end of the output when
-        # it is never closed: a tag inside a string, or any text after an unclosed call, breaks it
-        if "</tool_call>" in body or not closing:
-            case["malformed"] = True
-        return "<tool_call>" + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing
+        return tool_call_json(rng, case, fam)
 
     reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
     body = forced_output(rng, case) or calls_with_prose(rng, case, fam, call)
@@ -587,12 +600,35 @@ def minimax_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, call)
 
 
+# Granite 4: JSON calls between <tool_call> tags, text around them kept (granite4), Qwen3-style
+# reasoning markers (granite_thinking_parser)
+GRANITE4_TAGS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+
+
+def granite4_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["granite4"]
+
+    def call() -> str:
+        # (any tag inside a body fails every call: vLLM's answer is then all content)
+        return tool_call_json(rng, case, fam, breaking=("<tool_call>", "</tool_call>"), more_shapes=True)
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    if reasoning and chance(rng, 0.5):
+        reasoning += "\n" * rng.randint(1, 3)  # the template's newline after </think>
+    body = forced_output(rng, case) or calls_with_prose(rng, case, fam, call)
+    return reasoning + body
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
                 "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n<seed:think></seed:think>",
                 "<seed:bos>assistant\n<seed:think>a</seed:think>b<seed:eos><seed:bos>user\nhi<seed:eos>"
                 "<seed:bos>assistant\n")
+
+GRANITE4_PROMPTS = (None, None, ("<|start_of_role|>user<|end_of_role|>hi<|end_of_text|>\n"
+                                 "<|start_of_role|>assistant<|end_of_role|>"),
+                    "<|im_start|>assistant\n<think>\n</think>\n")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("hermes", "qwen3", ("hermes", "qwen3_json"), ("qwen3", "qwen3", None, "deepseek_r1"), hermes_text,
@@ -641,6 +677,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                  "<seed:think>", "</seed:think>", ">"),
            specials=("<|endoftext|>", "<seed:eos>", "<seed:bos>", "<|box_start|>"),
            kwargs=({}, {}, {"enable_thinking": False}, {"thinking_budget": 0}), prompts=SEED_PROMPTS),
+    Family("granite4", "granite4", ("granite4", "granite4", None), ("granite_thinking_parser", "granite_thinking_parser",
+                                                                   None), granite4_text, tags=GRANITE4_TAGS,
+           specials=("<|endoftext|>", "<|end_of_text|>", "<|start_of_role|>", "<|im_end|>"),
+           kwargs=({}, {}, {"enable_thinking": False}, {"force_nonempty_content": True}), prompts=GRANITE4_PROMPTS),
     Family("dsml_v32", "deepseek_v32", ("deepseek_v32",), ("deepseek_v3", "deepseek_v3", None), dsml_text,
            tags=dsml_tags("dsml_v32"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({"thinking": True}, {})),
     Family("dsml_v4", "deepseek_v4", ("deepseek_v4",), ("deepseek_v4", "deepseek_v4", None), dsml_text,

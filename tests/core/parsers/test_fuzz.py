@@ -18,7 +18,8 @@ one documented in core/parsers/README.md):
 * granite: text before the thought-process marker, and a thought process never answered while
   the reasoning is returned;
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
-  with the reasoning (only the end of the output decides it);
+  with the reasoning (only the end of the output decides it); granite_thinking_parser the same
+  for an absent content;
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
 per family; `slow` runs thousands of cases.
@@ -71,12 +72,12 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     w, g = want["message"], got["message"]
     text = case["text"]
     kwargs = case["request"].get("chat_template_kwargs") or {}
-    if (case["reasoning_parser"] == "nemotron_v3"
+    if (case["reasoning_parser"] in ("nemotron_v3", "granite_thinking_parser")
             and (kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True)
             and not (g["content"] or "").strip() and not (w["reasoning"] or "").strip()):
         # the content was blank: the answer swapped it with the reasoning (which then also went
         # through the tool parser)
-        return "nemotron_v3: a whitespace-only content swapped with the reasoning"
+        return f"{case['reasoning_parser']}: a whitespace-only (granite: absent) content swapped with the reasoning"
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):

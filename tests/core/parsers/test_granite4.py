@@ -1,0 +1,169 @@
+"""granite4 (tools) and granite_thinking_parser (reasoning) against vLLM 0.33's Granite 4 parsers.
+
+Goldens: tests/core/parsers/golden_frontier/granite4.json (tests/oracle/record_granite4.py,
+in-process, on Qwen3's tokenizer with Granite 4's role markers: the `granite4` fixture). The
+non-streaming answers and finish_reason equal vLLM's; any chunking of any output aggregates to
+them (state through orjson between chunks, bounded), but for the documented cases; the
+render-side adjustments and `is_reasoning_end` equal vLLM's; adversarial text never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.protocol.chat import ChatCompletionRequest
+from tests.core.parsers.granite4_cases import CALL, CALL2, OUTPUTS, TOOLS
+from tests.core.parsers.helpers import (
+    chunk_texts,
+    first_and_last_feed_seconds,
+    golden_message,
+    golden_stream,
+    make_parser,
+    stream,
+)
+
+GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "granite4.json").read_text(encoding="utf-8"))
+RECORDS = GOLDEN["records"]
+# a later call fails after an earlier one went out (it cannot be taken back: core/parsers/README.md)
+CALL_SENT_THEN_FAILED = {"bad_second_call__default"}
+# the content swap (enable_thinking false / force_nonempty_content) only the end of the output decides:
+# the stream has sent the text as reasoning (vLLM's stream then repeats it as content)
+SWAPPED = {"plain__force", "reasoning_only__force", "no_think_tags__force", "truncated_in_reasoning__force"}
+
+
+def _parser(model, case):
+    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
+    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
+
+
+def test_the_tokenizer_is_the_recorded_one(granite4):
+    tok = granite4.tokenizer
+    for record in RECORDS:
+        assert tok.encode(record["case"]["text"]) == record["text_ids"]
+    assert tok.token_to_id("<|end_of_text|>") == GOLDEN["eos_token_id"]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_nonstream_equals_vllm(granite4, record):
+    parser = _parser(granite4, record["case"])
+    got = golden_message(parser, granite4, record)
+    assert got == record["message"]
+    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
+        record["finish_reason"]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_any_chunking_aggregates_to_the_nonstream_answer(granite4, record):
+    case = record["case"]
+    ids = record["text_ids"]
+    expected = golden_message(_parser(granite4, case), granite4, record)
+    rng = random.Random(case["name"])
+    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
+        got = golden_stream(_parser(granite4, case), granite4, ids, cuts)
+        finish, _ = got.pop("finish_reason"), got.pop("max_state")
+        if case["name"] in SWAPPED:
+            assert (got["reasoning"], got["content"]) == (expected["content"], expected["reasoning"])
+            continue
+        if case["name"] in CALL_SENT_THEN_FAILED:
+            assert got["reasoning"] == expected["reasoning"] and len(got["tool_calls"]) == 1
+            continue
+        if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
+            got["content"] = ""
+        assert got == expected, cuts
+        assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
+def test_render_side_adjustments_equal_vllm(granite4, name):
+    recorded = GOLDEN["adjusted"][name]
+    parser = make_parser(granite4, recorded["reasoning_parser"], recorded["tool_parser"], recorded["request"])
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
+    if parser.reasoning is not None:
+        request = parser.reasoning.adjust_request(request)
+    if parser.tools is not None:
+        request = parser.tools.adjust_request(request)
+    assert request.skip_special_tokens == recorded["skip_special_tokens"]
+    so = request.structured_outputs
+    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]  # never a tag
+    got = so.json_ if so is not None else None
+    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))
+def test_is_reasoning_end_equals_vllm(granite4, name):
+    recorded = GOLDEN["is_reasoning_end"][name]
+    parser = make_parser(granite4, "granite_thinking_parser", None, {}, recorded["chat_template_kwargs"])
+    assert parser.is_reasoning_end(recorded["prompt_token_ids"]) == recorded["is_reasoning_end"]
+
+
+def test_every_output_is_recorded():
+    names = {r["case"]["name"].split("__")[0] for r in RECORDS}
+    assert set(OUTPUTS) <= names
+
+
+# -- adversarial: any text, any chunking, never raises; state small and JSON --------------------
+
+PIECES = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_ca", "</tool", "<|end_of_text|>",
+          "<|start_of_role|>", '{"name": "search", "arguments": {"q": 1}}', '{"name": "get_weather", ',
+          '"arguments": "x"}', '"arguments": null}', "{", "}", '"', "\\", "\n", "\n\n", " ", "Paris", "3",
+          "天气", "😀", "<|im_end|>", "<", "x"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), seed=st.integers(0, 2**16),
+       kw=st.sampled_from([{}, {"enable_thinking": False}, {"force_nonempty_content": True}]),
+       choice=st.sampled_from([None, "auto", "none", "required"]),
+       parsers=st.sampled_from([("granite_thinking_parser", "granite4"), ("granite_thinking_parser", None),
+                                (None, "granite4")]))
+def test_adversarial_text_streams_to_the_nonstream_answer(granite4, pieces, seed, kw, choice, parsers):
+    text = "".join(pieces)
+    ids = granite4.tokenizer.encode(text)
+    request = {"tools": TOOLS, "chat_template_kwargs": kw, **({"tool_choice": choice} if choice else {})}
+    parser = make_parser(granite4, *parsers, request, kw)
+    reasoning, content, calls = parser.parse_complete(granite4.tokenizer.decode(ids), ids, None)
+    rng = random.Random(seed)
+    cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
+    agg = stream(make_parser(granite4, *parsers, request, kw), chunk_texts(granite4, ids, cuts), None)
+    assert agg["max_state"] < 4096 + 4 * len(text)
+    if kw and parsers[0] is not None:
+        return  # (the swap: only the end decides, the stream sent reasoning)
+    assert agg["reasoning"] == (reasoning or "")
+    if len(agg["tool_calls"]) == len(calls) or choice == "required":
+        # (a later call that failed after one went out cannot be taken back)
+        assert agg["content"] == (content or "") or (content or "").strip() == "" == agg["content"].strip()
+        assert [(c["name"], c["arguments"]) for c in agg["tool_calls"]] == \
+            [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    else:
+        assert agg["tool_calls"] and not calls
+
+
+def test_state_is_flat_per_token_and_orjson(granite4):
+    """A long output: the state stays the same size, whatever was already parsed."""
+    text = "<think>" + "thinking " * 400 + "</think>\n" + "answer " * 400 + CALL + " more " * 100 + CALL2
+    ids = granite4.tokenizer.encode(text)
+    parser = make_parser(granite4, "granite_thinking_parser", "granite4", {"tools": TOOLS})
+    state = parser.start(None)
+    sizes = []
+    for piece, chunk in chunk_texts(granite4, ids, list(range(1, len(ids)))):
+        parser.feed(state, piece, chunk)
+        state = orjson.loads(orjson.dumps(state))
+        sizes.append(len(orjson.dumps(state)))
+    assert max(sizes) < 2048
+    assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
+
+
+def test_feed_cost_does_not_grow_with_the_output(granite4):
+    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
+    tok = granite4.tokenizer
+    text = "<think>" + "Some reasoning text, with words. " * 1500 + "</think>\n" + "An answer. <b> " * 1500
+    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
+    parser = make_parser(granite4, "granite_thinking_parser", "granite4", {"tools": TOOLS})
+    first, last = first_and_last_feed_seconds(parser, pieces)
+    assert last < first * 3 + 0.002, (first, last)
