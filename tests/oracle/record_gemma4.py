@@ -31,8 +31,8 @@ from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 from vllm_parse import vllm_answer  # noqa: E402
 
-from tests.core.parsers.parser_models import GEMMA4_TOKENS, make_gemma4  # noqa: E402
 from tests.core.parsers.gemma4_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
+from tests.core.parsers.parser_models import GEMMA4_TOKENS, make_gemma4  # noqa: E402
 
 
 def parser_cls(reasoning, tool, tok):
@@ -92,7 +92,8 @@ def main():
             records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
                             "engine_finish_reason": case["finish"], **answer})
         doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_gemma4.py",
-               "model": "tiny-qwen3 + Gemma 4 control tokens (special, additional_special_tokens; <turn|> eos)", "eos_token_id": eos,
+               "model": "tiny-qwen3 + Gemma 4 control tokens (special, additional_special_tokens; <turn|> eos)",
+               "eos_token_id": eos,
                "records": records, "adjusted": adjusted(tok), "is_reasoning_end": reasoning_ends(tok)}
     Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {len(records)} records to {args.out}")

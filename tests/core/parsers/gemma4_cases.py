@@ -43,7 +43,7 @@ OUTPUTS = {
     "paren_args": f"<|tool_call>call:search(query:{Q}x (y){Q})<tool_call|>",
     "no_args": "<|tool_call>call:get_weather<tool_call|>",
     "empty_args": "<|tool_call>call:get_weather{}<tool_call|>",
-    "unknown_tool": f"<|tool_call>call:unknown_tool{{x:1}}<tool_call|>",
+    "unknown_tool": "<|tool_call>call:unknown_tool{x:1}<tool_call|>",
     "nested": (f"<|tool_call>call:get_weather{{filters:{{year:1999,inner:{{deep:[{Q}a{Q},{{k:{Q}}}{Q}}}]}}}},"
                f"tags:[[1,2],[3]],city:{Q}a{{b}}c{Q}}}<tool_call|>"),
     "bare_values": "<|tool_call>call:search{query:hello world,n:-1.5e3,b:false,z:null}<tool_call|>",
@@ -57,7 +57,8 @@ OUTPUTS = {
     "stray_markers": f"a{END}b<tool_call|>c{START}",
     "special_tokens": f"{START}thought\nr<|turn>x{END}c<|im_end|>d<turn|>e<|tool_response>f{Q}g",
     "double_start": f"{START}thought\na{START}b{END}c",
-    "unicode": f"{START}thought\n天气 été 🗼{END}答案 😀<|tool_call>call:search{{query:{Q}雨 😀{Q}}}<tool_call|>",
+    "unicode": (f"{START}thought\n天气 été 🗼{END}答案 😀"
+                f"<|tool_call>call:search{{query:{Q}雨 😀{Q}}}<tool_call|>"),
 }
 # cut off by max_tokens (finish_reason "length": no end-of-turn token)
 TRUNCATED = {
