@@ -198,3 +198,35 @@ def test_feed_cost_does_not_grow_with_the_output(gemma4):
         parser.feed(state, piece, ids)
     last = timed(pieces[-1000:])
     assert last < first * 3 + 0.002, (first, last)
+
+
+# -- the argument reader against vLLM's own converter (in the oracle's venv) --------------------
+
+ORACLE_PYTHON = Path("/root/vllm-oracle/venv033/bin/python")
+_ARGS_DIFF = """
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from vllm.parser.gemma4 import _gemma4_arg_converter
+from core.parsers.families.gemma4_args import gemma4_arguments
+pieces = ['<|"|>', '{', '}', '[', ']', '(', ')', ',', ':', ' ', '\\n', 'a', 'key', '1', '2.', '.5', 'true', '<|',
+          '"|>', 'x y', '\\t', '\\u00e9', '\\U0001f600']
+rng, bad = random.Random(0), []
+for _ in range(20000):
+    s = ''.join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+    if gemma4_arguments(s) != _gemma4_arg_converter(s, False):
+        bad.append(s)
+print(len(bad), repr(bad[:3]))
+"""
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.skipif(not ORACLE_PYTHON.exists(), reason="vLLM 0.33 oracle venv not installed")
+def test_arguments_equal_vllm_converter_on_random_text():
+    """20000 random argument texts: gemma4_arguments == vLLM's `_gemma4_arg_converter(text, False)`."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([str(ORACLE_PYTHON), "-c", _ARGS_DIFF, str(root)], capture_output=True, text=True,
+                         env={"VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}, timeout=600, check=True)
+    assert out.stdout.startswith("0 "), out.stdout
