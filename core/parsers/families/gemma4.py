@@ -128,7 +128,7 @@ class Gemma4ReasoningParser(EngineReasoningParser):
         self.closers = frozenset(i for i in (tok.token_to_id(t) for t in ends) if i is not None)
 
     def thinking_enabled(self, ctx: ParserContext) -> bool:
-        return ctx.chat_template_kwargs.get("enable_thinking", False) is True
+        return bool(ctx.chat_template_kwargs.get("enable_thinking", False))  # (vLLM: its truth value)
 
     def initial_phase(self, prompt_token_ids: Sequence[int] | None) -> str:
         """Reasoning when the prompt ends inside an open `<|channel>` (vLLM's stream only)."""
