@@ -81,6 +81,9 @@ class Grammar:
     wait_for_reasoning: bool | None = None
     # texts that are matched by token id too (never dropped as special tokens)
     id_terminals: frozenset[str] = frozenset()
+    # special-token texts that are neither literals nor dropped: they stay text (vLLM's
+    # `preserve_tokens`, e.g. Gemma 4's string delimiter inside arguments)
+    preserve: frozenset[str] = frozenset()
     strip_trailing_reasoning_whitespace: bool = True
     drop_whitespace_only_content_before_tools: bool = True
     strip_content_whitespace_with_tools: bool = True
@@ -281,7 +284,7 @@ class Engine:
 @functools.lru_cache(maxsize=64)
 def lexer_for(grammar: Grammar, tokenizer: Tokenizer) -> Lexer:
     """The grammar's literals plus a drop terminal for every other special token (built once)."""
-    configured = set(grammar.literals) | set(grammar.id_terminals)
+    configured = set(grammar.literals) | set(grammar.id_terminals) | set(grammar.preserve)
     literals = {text: DROP for text in special_token_texts(tokenizer) - configured}
     literals.update(grammar.literals)
     return Lexer(literals)

@@ -12,6 +12,7 @@ from core.parsers.base import ReasoningParser, ToolParser
 from core.parsers.families.deepseek import DeepSeekV3ToolParser, DeepSeekV31ToolParser
 from core.parsers.families.dsml import (DeepSeekV4ReasoningParser, DeepSeekV32ToolParser, DeepSeekV41ReasoningParser,
                                         DeepSeekV41ToolParser, DeepSeekV4ToolParser)
+from core.parsers.families.gemma4 import Gemma4ReasoningParser, Gemma4ToolParser
 from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
@@ -32,6 +33,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "deepseek_v3": DeepSeekV3ReasoningParser,
     "deepseek_v4": DeepSeekV4ReasoningParser,
     "deepseek_v41": DeepSeekV41ReasoningParser,
+    "gemma4": Gemma4ReasoningParser,
     "glm45": Glm45ReasoningParser,
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
@@ -53,6 +55,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "deepseek_v32": DeepSeekV32ToolParser,
     "deepseek_v4": DeepSeekV4ToolParser,
     "deepseek_v41": DeepSeekV41ToolParser,
+    "gemma4": Gemma4ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,
     "granite4": Granite4ToolParser,

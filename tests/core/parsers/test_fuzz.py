@@ -20,7 +20,9 @@ one documented in core/parsers/README.md):
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
   with the reasoning (only the end of the output decides it); granite_thinking_parser the same
   for an absent content;
-* DSML: a parameter name written twice (the stream sends both, the JSON keeps the last).
+* DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
+* gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
+  an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
 per family; `slow` runs thousands of cases.
 """
@@ -42,7 +44,7 @@ from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_TH
 from tests.core.parsers.helpers import non_streaming_message, prepare_case, streamed_message
 
 ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5", "seed_oss",
-                "minimax_m2"}
+                "minimax_m2", "gemma4"}
 CHUNKINGS = ("one", "token", "token+empty", "random")
 GRANITE_SPLIT = re.compile(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", re.DOTALL)
 
@@ -78,6 +80,10 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         # the content was blank: the answer swapped it with the reasoning (which then also went
         # through the tool parser)
         return f"{case['reasoning_parser']}: a whitespace-only (granite: absent) content swapped with the reasoning"
+    if case["family"] == "gemma4":
+        reason = gemma4_start(case)
+        if reason:
+            return reason
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):
@@ -107,6 +113,20 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         if (after is not None and not any(m in after for m in GRANITE_RESPONSE) and w["reasoning"] is None
                 and case["request"].get("include_reasoning", True)):
             return "a thought process never answered, reasoning returned"
+    return None
+
+
+def gemma4_start(case: dict[str, Any]) -> str | None:
+    """gemma4: where the stream decides at the start what the non-streaming answer reads whole."""
+    prompt = case.get("prompt_text") or ""
+    if case["reasoning_parser"] and prompt.rfind("<|channel>") > max(prompt.rfind(m) for m in (
+            "<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")):
+        return "gemma4: a prompt ending inside an open <|channel>"
+    text = case["text"]
+    if "<|channel>" in text and text.startswith("thought\n"):
+        return "gemma4: the <|channel> rewrite decided at the start"
+    if "<channel|>" in text and not text.startswith("<channel|>") and "<|channel>" not in text.split("<channel|>")[0]:
+        return "gemma4: the <|channel> rewrite decided at the start"
     return None
 
 

@@ -1,0 +1,232 @@
+"""gemma4 (reasoning, tools) against vLLM 0.33's Gemma 4 parser engine.
+
+Goldens: tests/core/parsers/golden_frontier/gemma4.json (tests/oracle/record_gemma4.py, in-process,
+on Qwen3's tokenizer with Gemma 4's control tokens: the `gemma4` fixture). The non-streaming
+answers and finish_reason equal vLLM's; any chunking of any output aggregates to them (state
+through orjson between chunks, bounded) but for the documented start-of-output cases; the
+render-side adjustments and `is_reasoning_end` on Gemma 4 prompts equal vLLM's; adversarial text
+never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.protocol.chat import ChatCompletionRequest
+from tests.core.parsers.gemma4_cases import CALL, CALL2, OUTPUTS, TOOLS
+from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+
+GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "gemma4.json").read_text(encoding="utf-8"))
+RECORDS = GOLDEN["records"]
+# the start-of-output rewrite looks at the whole output, a stream decides at its start: a
+# `<channel|>` after it without any `<|channel>` before, or a `<|channel>` after a `thought\n`
+# start (core/parsers/README.md)
+STREAM_CANNOT_MATCH = {"closed_without_start__default", "stray_markers__default", "thought_then_channel__default",
+                       "tools_only:closed_without_start__default", "reasoning_only:closed_without_start__default"}
+
+
+def _parser(model, case):
+    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
+    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
+
+
+def _message(parser, model, record):
+    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
+                                                      record["token_ids"], None)
+    return {"reasoning": reasoning, "content": content,
+            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
+                            "arguments": c["function"]["arguments"]} for c in calls]}
+
+
+def test_the_tokenizer_is_the_recorded_one(gemma4):
+    tok = gemma4.tokenizer
+    for record in RECORDS:
+        assert tok.encode(record["case"]["text"]) == record["text_ids"]
+    assert tok.token_to_id("<turn|>") == GOLDEN["eos_token_id"]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_nonstream_equals_vllm(gemma4, record):
+    parser = _parser(gemma4, record["case"])
+    got = _message(parser, gemma4, record)
+    assert got == record["message"]
+    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
+        record["finish_reason"]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_any_chunking_aggregates_to_the_nonstream_answer(gemma4, record):
+    case = record["case"]
+    ids = record["text_ids"]
+    expected = _message(_parser(gemma4, case), gemma4, record)
+    rng = random.Random(case["name"])
+    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
+        agg = stream(_parser(gemma4, case), chunk_texts(gemma4, ids, cuts), None)
+        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
+               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
+                              for c in agg["tool_calls"]]}
+        if case["name"] in STREAM_CANNOT_MATCH and cuts:
+            continue
+        if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
+            got["content"] = ""
+        assert got == expected, cuts
+        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
+def test_render_side_adjustments_equal_vllm(gemma4, name):
+    recorded = GOLDEN["adjusted"][name]
+    parser = make_parser(gemma4, "gemma4", "gemma4", recorded["request"])
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
+    request = parser.tools.adjust_request(parser.reasoning.adjust_request(request))
+    assert request.skip_special_tokens == recorded["skip_special_tokens"]
+    so = request.structured_outputs
+    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]
+    got = so.json_ if so is not None else None
+    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))
+def test_is_reasoning_end_on_gemma4_prompts_equals_vllm(gemma4, name):
+    recorded = GOLDEN["is_reasoning_end"][name]
+    parser = make_parser(gemma4, "gemma4", None, {}, recorded["chat_template_kwargs"])
+    assert parser.is_reasoning_end(recorded["prompt_token_ids"]) == recorded["is_reasoning_end"]
+
+
+def test_a_prompt_inside_an_open_channel_starts_the_stream_in_reasoning(gemma4):
+    """vLLM's adjust_initial_state_from_prompt (streaming only)."""
+    tok = gemma4.tokenizer
+    prompt = tok.encode("<|turn>model\n<|channel>thought\n")
+    ids = tok.encode("Let me see.")
+    agg = stream(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), chunk_texts(gemma4, ids, []), prompt)
+    assert (agg["reasoning"], agg["content"]) == ("Let me see.", "")
+    closed = tok.encode("<|turn>model\n<|channel>thought\n<channel|>")
+    agg = stream(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), chunk_texts(gemma4, ids, []), closed)
+    assert (agg["reasoning"], agg["content"]) == ("", "Let me see.")
+
+
+def test_qwen3_tokenizer_is_refused_at_start_up(qwen3):
+    from core.parsers.pipeline import ChatOutputParser
+
+    with pytest.raises(ValueError, match="could not locate think start/end tokens"):
+        ChatOutputParser.check_supported(qwen3, "gemma4", "gemma4", True)
+
+
+# -- adversarial: any text, any chunking, never raises; state small and JSON --------------------
+
+PIECES = ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<|turn>", "<turn|>",
+          "<|tool_response>", "call:", "call", ":", "get_weather", "search", "{", "}", "(", ")", "[", "]", ",",
+          "city", "days", "query", "thought", "\n", " ", "Paris", "3", "true", "2.5", "天气", "😀", "<|im_end|>",
+          '"', "\\", "x", "."]
+
+
+def _decided_at_start(text: str) -> bool:
+    """Whether the start-of-output rewrite is the same for a stream (see STREAM_CANNOT_MATCH)."""
+    if text.startswith("thought\n") and "<|channel>" in text:
+        return False
+    return "<channel|>" not in text or "<|channel>" in text.split("<channel|>")[0] or text.startswith("<channel|>")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), seed=st.integers(0, 2**16),
+       kw=st.sampled_from([{}, {"enable_thinking": True}]),
+       choice=st.sampled_from([None, "auto", "none", "required"]),
+       parsers=st.sampled_from([("gemma4", "gemma4"), ("gemma4", None), (None, "gemma4")]))
+def test_adversarial_text_streams_to_the_nonstream_answer(gemma4, pieces, seed, kw, choice, parsers):
+    text = "".join(pieces)
+    ids = gemma4.tokenizer.encode(text)
+    request = {"tools": TOOLS, "chat_template_kwargs": kw, **({"tool_choice": choice} if choice else {})}
+    parser = make_parser(gemma4, *parsers, request, kw)
+    reasoning, content, calls = parser.parse_complete(gemma4.tokenizer.decode(ids), ids, None)
+    rng = random.Random(seed)
+    cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
+    agg = stream(make_parser(gemma4, *parsers, request, kw), chunk_texts(gemma4, ids, cuts), None)
+    assert agg["max_state"] < 4096 + 4 * len(text)
+    if not _decided_at_start(gemma4.tokenizer.decode(ids)):
+        return
+    assert agg["reasoning"] == (reasoning or "")
+    assert agg["content"] == (content or "")
+    assert [(c["name"], c["arguments"]) for c in agg["tool_calls"]] == \
+        [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+def test_state_is_flat_per_token_and_orjson(gemma4):
+    """A long output: the state stays the same size, whatever was already parsed."""
+    text = "<|channel>thought\n" + "thinking " * 400 + "<channel|>" + "answer " * 400 + CALL + CALL2
+    ids = gemma4.tokenizer.encode(text)
+    parser = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS})
+    state = parser.start(None)
+    sizes = []
+    for piece, chunk in chunk_texts(gemma4, ids, list(range(1, len(ids)))):
+        parser.feed(state, piece, chunk)
+        state = orjson.loads(orjson.dumps(state))
+        sizes.append(len(orjson.dumps(state)))
+    assert max(sizes) < 2048
+    assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
+
+
+def test_every_output_is_recorded():
+    names = {r["case"]["name"].split("__")[0] for r in RECORDS}
+    assert set(OUTPUTS) <= names
+
+
+def test_feed_cost_does_not_grow_with_the_output(gemma4):
+    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
+    import time
+
+    tok = gemma4.tokenizer
+    text = "<|channel>thought\n" + "Some reasoning text, with words. " * 1500 + "<channel|>" + "An answer. " * 1500
+    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
+    parser = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS})
+    state = parser.start(None)
+
+    def timed(chunk):
+        t0 = time.perf_counter()
+        for piece, ids in chunk:
+            parser.feed(state, piece, ids)
+        return time.perf_counter() - t0
+
+    first = timed(pieces[100:1100])
+    for piece, ids in pieces[1100:-1000]:
+        parser.feed(state, piece, ids)
+    last = timed(pieces[-1000:])
+    assert last < first * 3 + 0.002, (first, last)
+
+
+# -- the argument reader against vLLM's own converter (in the oracle's venv) --------------------
+
+ORACLE_PYTHON = Path("/root/vllm-oracle/venv033/bin/python")
+_ARGS_DIFF = """
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from vllm.parser.gemma4 import _gemma4_arg_converter
+from core.parsers.families.gemma4_args import gemma4_arguments
+pieces = ['<|"|>', '{', '}', '[', ']', '(', ')', ',', ':', ' ', '\\n', 'a', 'key', '1', '2.', '.5', 'true', '<|',
+          '"|>', 'x y', '\\t', '\\u00e9', '\\U0001f600']
+rng, bad = random.Random(0), []
+for _ in range(20000):
+    s = ''.join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+    if gemma4_arguments(s) != _gemma4_arg_converter(s, False):
+        bad.append(s)
+print(len(bad), repr(bad[:3]))
+"""
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.skipif(not ORACLE_PYTHON.exists(), reason="vLLM 0.33 oracle venv not installed")
+def test_arguments_equal_vllm_converter_on_random_text():
+    """20000 random argument texts: gemma4_arguments == vLLM's `_gemma4_arg_converter(text, False)`."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([str(ORACLE_PYTHON), "-c", _ARGS_DIFF, str(root)], capture_output=True, text=True,
+                         env={"VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}, timeout=600, check=True)
+    assert out.stdout.startswith("0 "), out.stdout

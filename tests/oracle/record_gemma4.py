@@ -1,0 +1,103 @@
+"""Record vLLM 0.33's gemma4 reasoning / tool parser answers in-process (oracle's venv).
+
+    $ORACLE_DIR/venv033/bin/python tests/oracle/record_gemma4.py \\
+        [--model $ORACLE_DIR/models/tiny-qwen3] [--out tests/core/parsers/golden_frontier/gemma4.json]
+
+No Gemma 4 tokenizer can be downloaded here: the tokenizer is the oracle's tiny-qwen3 with
+Gemma 4's control tokens added as special tokens, `<turn|>` named its eos token
+(tests/core/parsers/parser_models.py `make_gemma4`, the same directory the tests build), written
+to a temporary directory and loaded with vLLM's `get_tokenizer`.
+
+For each case of tests/core/parsers/gemma4_cases.py: the token ids (the text encoded; with
+finish "stop" the end-of-turn `<turn|>` appended, which the parsers never see), vLLM's
+non-streaming answer and its own stream (tests/oracle/vllm_parse.py); then vLLM's
+`adjust_request` per tool_choice and its `is_reasoning_end` on the prompts of the cases file.
+A recording tool, never imported by the tests.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.parser.parser_manager import ParserManager  # noqa: E402
+from vllm.tokenizers import get_tokenizer  # noqa: E402
+from vllm_parse import vllm_answer  # noqa: E402
+
+from tests.core.parsers.gemma4_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
+from tests.core.parsers.parser_models import GEMMA4_TOKENS, make_gemma4  # noqa: E402
+
+
+def parser_cls(reasoning, tool, tok):
+    return ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
+                                    enable_auto_tools=True, tokenizer=tok)
+
+
+def adjusted(tok):
+    """vLLM's render-side adjustments per tool_choice (skip_special_tokens, structured outputs)."""
+    out = {}
+    cls = parser_cls("gemma4", "gemma4", tok)
+    for name, request in {"auto": {"tools": TOOLS}, "no_tools": {},
+                          **{k: {"tools": TOOLS, **v[1]} for k, v in CHOICES.items()}}.items():
+        body = {"model": "tiny-gemma4", "messages": [{"role": "user", "content": "hi"}], **request}
+        req = ChatCompletionRequest(**body)
+        parser = cls(tok, req.tools, model_config=None)
+        adj = parser.adjust_request(req)
+        so = adj.structured_outputs
+        out[name] = {"request": request, "skip_special_tokens": adj.skip_special_tokens,
+                     "structural_tag": so.structural_tag if so is not None else None,
+                     "json": so.json if so is not None else None}
+    return out
+
+
+def reasoning_ends(tok):
+    out = {}
+    for kw_name, kwargs in {"default": {}, "thinking": {"enable_thinking": True}}.items():
+        cls = parser_cls("gemma4", None, tok)
+        parser = cls(tok, None, model_config=None, chat_template_kwargs=kwargs)
+        for name, text in PROMPTS.items():
+            ids = tok.encode(text, add_special_tokens=False)
+            out[f"{name}__{kw_name}"] = {"prompt_token_ids": ids, "chat_template_kwargs": kwargs,
+                                         "is_reasoning_end": parser.is_reasoning_end(ids)}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.expanduser("~/vllm-oracle/models/tiny-qwen3"))
+    ap.add_argument("--out", default="tests/core/parsers/golden_frontier/gemma4.json")
+    args = ap.parse_args()
+    import vllm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_gemma4(Path(args.model), Path(tmp) / "tiny-gemma4")
+        tok = get_tokenizer(str(model))
+        eos = tok.convert_tokens_to_ids("<turn|>")
+        assert all(len(tok.encode(t, add_special_tokens=False)) == 1 for t in GEMMA4_TOKENS)
+        records = []
+        for case in cases():
+            cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
+            text_ids = tok.encode(case["text"], add_special_tokens=False)
+            ids = [*text_ids, eos] if case["finish"] == "stop" else text_ids
+            body = {"model": "tiny-gemma4", "messages": [{"role": "user", "content": "hi"}], **case["request"]}
+            answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
+                                 decoded_ids=text_ids)
+            records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
+                            "engine_finish_reason": case["finish"], **answer})
+        doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_gemma4.py",
+               "model": "tiny-qwen3 + Gemma 4 control tokens (special, additional_special_tokens; <turn|> eos)",
+               "eos_token_id": eos,
+               "records": records, "adjusted": adjusted(tok), "is_reasoning_end": reasoning_ends(tok)}
+    Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {len(records)} records to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
