@@ -24,6 +24,7 @@ from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToo
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
 from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
                                                   Step3p5ReasoningParser, Step3p5ToolParser)
+from core.parsers.families.step3 import Step3ReasoningParser, Step3ToolParser
 from core.parsers.families.think import DeepSeekR1ReasoningParser, DeepSeekV3ReasoningParser, GraniteReasoningParser
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
@@ -42,6 +43,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "openai_gptoss": HarmonyReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
+    "step3": Step3ReasoningParser,
     "step3p5": Step3p5ReasoningParser,
 }
 
@@ -66,6 +68,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,
     "seed_oss": SeedOssToolParser,
+    "step3": Step3ToolParser,
     "step3p5": Step3p5ToolParser,
 }
 

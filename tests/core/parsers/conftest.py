@@ -50,3 +50,8 @@ def seed_oss(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def minimax(parser_models) -> ModelInfo:
     return parser_models["minimax"]
+
+
+@pytest.fixture(scope="session")
+def step3(parser_models) -> ModelInfo:
+    return parser_models["step3"]

@@ -1,0 +1,189 @@
+"""step3 (reasoning, tools) against vLLM 0.33's Step 3 parsers.
+
+Goldens: tests/core/parsers/golden_frontier/step3.json (tests/oracle/record_step3.py, in-process,
+on Qwen3's tokenizer with Step 3's five tool-call markers: the `step3` fixture). The non-streaming
+answers and finish_reason equal vLLM's; any chunking of any output aggregates to them but for the
+documented cases (state through orjson between chunks, bounded); the render-side adjustments and
+`is_reasoning_end` equal vLLM's; adversarial text never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.protocol.chat import ChatCompletionRequest
+from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.step3_cases import (CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, OUTPUTS, SEP, TOOLS, S, W,
+                                            block, call, param)
+
+GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "step3.json").read_text(encoding="utf-8"))
+RECORDS = GOLDEN["records"]
+# (core/parsers/README.md, "Where streaming cannot equal the non-streaming answer")
+# a block cut off after a call went out: vLLM's answer is then the whole output as content
+CUT_AFTER_CALL = {"truncated_after_call", "truncated_after_calls"}
+# whitespace before text that precedes a call: sent before the block (and its strip) is seen
+LEADING_WS = {"content_call", "ws_content_call", "text_after"}
+
+
+def _message(parser, model, record):
+    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
+                                                      record["token_ids"], None)
+    return {"reasoning": reasoning, "content": content,
+            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
+                            "arguments": c["function"]["arguments"]} for c in calls]}
+
+
+def _parser(model, case):
+    return make_parser(model, case["reasoning_parser"], case["tool_parser"], case["request"])
+
+
+def test_the_tokenizer_is_the_recorded_one(step3):
+    for record in RECORDS:
+        assert step3.tokenizer.encode(record["case"]["text"]) == record["text_ids"]
+
+
+def test_every_output_is_recorded():
+    assert set(OUTPUTS) <= {r["case"]["name"].split("__")[0] for r in RECORDS}
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_nonstream_equals_vllm(step3, record):
+    parser = _parser(step3, record["case"])
+    got = _message(parser, step3, record)
+    assert got == record["message"]
+    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
+        record["finish_reason"]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+def test_any_chunking_aggregates_to_the_nonstream_answer(step3, record):
+    case = record["case"]
+    ids = record["text_ids"]
+    expected = _message(_parser(step3, case), step3, record)
+    rng = random.Random(case["name"])
+    output = case["name"].split("__")[0]
+    tools_parsed = case["tool_parser"] and case["request"].get("tool_choice", "auto") == "auto" \
+        and case["request"].get("tools")
+    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
+        agg = stream(_parser(step3, case), chunk_texts(step3, ids, cuts), None)
+        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
+               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
+                              for c in agg["tool_calls"]]}
+        if expected["reasoning"] == "" and got["reasoning"] is None:  # (a stream cannot send "")
+            got["reasoning"] = ""
+        if expected["content"] == "" and got["content"] is None:
+            got["content"] = ""
+        if tools_parsed and output in CUT_AFTER_CALL:
+            assert got["reasoning"] == expected["reasoning"] and got["tool_calls"]
+            continue
+        if tools_parsed and output in LEADING_WS and case["reasoning_parser"]:
+            assert got["content"] != expected["content"] and got["content"].lstrip() == expected["content"]
+            got["content"] = expected["content"]
+        assert got == expected, cuts
+        # (the helper ends every stream with "stop")
+        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
+def test_render_side_adjustments_equal_vllm(step3, name):
+    recorded = GOLDEN["adjusted"][name]
+    parser = make_parser(step3, recorded["reasoning_parser"], recorded["tool_parser"], recorded["request"])
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
+    for family in (parser.reasoning, parser.tools):
+        if family is not None:
+            request = family.adjust_request(request)
+    assert request.skip_special_tokens == recorded["skip_special_tokens"]
+    so = request.structured_outputs
+    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]  # never a tag
+    got = so.json_ if so is not None else None
+    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))
+def test_is_reasoning_end_equals_vllm(step3, name):
+    recorded = GOLDEN["is_reasoning_end"][name]
+    parser = make_parser(step3, "step3", None, {})
+    assert parser.is_reasoning_end(recorded["prompt_token_ids"]) == recorded["is_reasoning_end"]
+
+
+def test_tokenizer_without_the_markers_is_refused(qwen3):
+    from core.parsers.pipeline import ChatOutputParser
+
+    ChatOutputParser.check_supported(qwen3, "step3", None, True)  # (Qwen3 has </think>)
+    with pytest.raises(ValueError, match="could not locate tool call"):
+        ChatOutputParser.check_supported(qwen3, "step3", "step3", True)
+
+
+# -- adversarial: any text, any chunking, never raises; state small and JSON --------------------
+
+PIECES = [CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, "function", "code", '<steptml:invoke name="',
+          "get_weather", "ping", '">', "</steptml:invoke>", '<steptml:parameter name="', "city", "days",
+          "</steptml:parameter>", "3", "true", "Oslo", "东京", "😀", "<think>", "</think>", "<|im_end|>", " ", "\n",
+          '"', "<", "x", W, S, block(W), param("days", " 4 "), call("ping", {})]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=30), seed=st.integers(0, 2**16),
+       choice=st.sampled_from([None, "none", "required"]),
+       parsers=st.sampled_from([("step3", "step3"), (None, "step3"), ("step3", None)]))
+def test_adversarial_text_streams_to_the_nonstream_answer(step3, pieces, seed, choice, parsers):
+    text = "".join(pieces)
+    tok = step3.tokenizer
+    ids = tok.encode(text)
+    request = {"tools": TOOLS, **({"tool_choice": choice} if choice else {})}
+    reasoning, content, calls = make_parser(step3, *parsers, request).parse_complete(tok.decode(ids), ids, None)
+    rng = random.Random(seed)
+    cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
+    agg = stream(make_parser(step3, *parsers, request), chunk_texts(step3, ids, cuts), None)
+    whole = stream(make_parser(step3, *parsers, request), chunk_texts(step3, ids, []), None)
+    assert agg["max_state"] < 2048 + 4 * len(text)
+    assert agg["reasoning"] == (reasoning or "") == whole["reasoning"]
+    got_calls = [(c["name"], c["arguments"]) for c in agg["tool_calls"]]
+    assert (agg["content"], got_calls) == (whole["content"], [(c["name"], c["arguments"]) for c in whole["tool_calls"]])
+    want_calls = [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    if _documented_difference(content, calls, agg):
+        return
+    assert agg["content"] == (content or "")
+    assert got_calls == want_calls
+
+
+def _documented_difference(content, calls, agg) -> bool:
+    """The two README cases: a block cut off after a call went out (vLLM: no calls, the whole
+    output as content), leading whitespace before text that precedes a call."""
+    if not calls and agg["tool_calls"]:
+        return True
+    if calls and content and agg["content"] != content and agg["content"].lstrip() == content:
+        return True
+    return False
+
+
+def test_state_is_bounded_and_feed_cost_flat(step3):
+    params = {f"p{i}": "v" * 40 for i in range(60)}
+    text = "Reasoning about it. " * 300 + "</think>" + "Answer text. " * 300 + block(call("ping", params), W) + \
+        " after" * 300
+    parser = make_parser(step3, "step3", "step3", {"tools": TOOLS})
+    state = parser.start(None)
+    tok = step3.tokenizer
+    costs, sizes = [], []
+    for i, tid in enumerate(tok.encode(text)):
+        piece = tok.decode([tid], skip_special_tokens=False)
+        t0 = time.perf_counter()
+        parser.feed(state, piece, [tid])
+        costs.append(time.perf_counter() - t0)
+        state = orjson.loads(orjson.dumps(state))
+        if i % 25 == 0:
+            sizes.append(len(orjson.dumps(state)))
+    parser.finish(state)
+    # the current call's text (here ~4 KB) at most, nothing of the text before it
+    assert max(sizes) < 6000, max(sizes)
+    assert sizes[-1] < 600 and sizes[len(sizes) // 4] < 600
+    n = len(costs) // 10
+    assert sorted(costs[-n:])[n // 2] < sorted(costs[:n])[n // 2] * 5 + 20e-6
