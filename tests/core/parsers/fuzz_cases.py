@@ -587,6 +587,43 @@ def minimax_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, call)
 
 
+S3_CALLS_BEGIN, S3_CALLS_END = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+S3_CALL_BEGIN, S3_CALL_END, S3_SEP = "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"
+STEP3_TAGS = (S3_CALLS_BEGIN, S3_CALLS_END, S3_CALL_BEGIN, S3_CALL_END, S3_SEP, '<steptml:invoke name="',
+              "</steptml:parameter>", "</think>", '">')
+
+
+def step3_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["step3"]
+
+    def invoke() -> str:
+        params = []
+        for key in rng.sample(KEYS, rng.randint(0, 3)):
+            value = xml_value(rng, fam.tags)
+            close = "" if chance(rng, 0.05) else "</steptml:parameter>"
+            if not close or "<" in value:
+                case["malformed"] = True
+            params.append(f'<steptml:parameter name="{key}">{value}{close}')
+        kind = rng.choice(["code", " function\n"]) if chance(rng, 0.05) else "function"
+        end = "" if chance(rng, 0.05) else S3_CALL_END
+        if not end:
+            case["malformed"] = True
+        name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+        return (f'{S3_CALL_BEGIN}{kind}{S3_SEP}<steptml:invoke name="{name}">' + "".join(params)
+                + "</steptml:invoke>" + end)
+
+    def block() -> str:
+        calls = rng.choice(["", "\n"]).join(invoke() for _ in range(rng.choice([1, 1, 2, 3])))
+        end = "" if chance(rng, 0.05) else S3_CALLS_END
+        if not end:
+            case["malformed"] = True
+        return S3_CALLS_BEGIN + calls + end
+
+    # (the prompt opens the reasoning: text before `</think>` is reasoning, a `<think>` stays text)
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, block)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -650,6 +687,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            tags=dsml_tags("dsml_v41"), specials=("<｜begin▁of▁sentence｜>",), kwargs=({}, {}, {"thinking": False})),
     Family("minimax", "minimax", ("minimax_m2", "minimax_m2", None),
            ("minimax_m2", "minimax_m2", "minimax_m2_append_think", None), minimax_text, tags=MINIMAX_TAGS),
+    Family("step3", "step3", ("step3", "step3", None), ("step3", "step3", None), step3_text, tags=STEP3_TAGS),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

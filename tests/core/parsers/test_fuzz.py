@@ -10,7 +10,7 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* the engine families (minimax_m2 too) strip the content when calls are found: its leading whitespace was sent
+* the engine families (minimax_m2 too) and step3 strip the content when calls are found: its leading whitespace was sent
   before the call appeared;
 * llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
@@ -40,8 +40,9 @@ from hypothesis import strategies as st
 from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import non_streaming_message, prepare_case, streamed_message
 
+# the families that strip the content when calls are found (step3: the classic Step 3 parser too)
 ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5", "seed_oss",
-                "minimax_m2"}
+                "minimax_m2", "step3"}
 CHUNKINGS = ("one", "token", "token+empty", "random")
 GRANITE_SPLIT = re.compile(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", re.DOTALL)
 
