@@ -31,7 +31,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
-from core.parsers.families.think import CONTENT, REASONING, THINK_END, Action, ThinkTagReasoningParser
+from core.parsers.families.think import (
+    CONTENT,
+    REASONING,
+    THINK_END,
+    Action,
+    ThinkTagReasoningParser,
+)
 from core.parsers.text import find_first, partial_suffix
 
 CALLS_BEGIN = "<｜tool_calls_begin｜>"

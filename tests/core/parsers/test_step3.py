@@ -21,8 +21,20 @@ from hypothesis import strategies as st
 
 from core.protocol.chat import ChatCompletionRequest
 from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
-from tests.core.parsers.step3_cases import (CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, OUTPUTS, SEP, TOOLS, S, W,
-                                            block, call, param)
+from tests.core.parsers.step3_cases import (
+    CALL_BEGIN,
+    CALL_END,
+    CALLS_BEGIN,
+    CALLS_END,
+    OUTPUTS,
+    SEP,
+    TOOLS,
+    S,
+    W,
+    block,
+    call,
+    param,
+)
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "step3.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
@@ -160,9 +172,7 @@ def _documented_difference(content, calls, agg) -> bool:
     output as content), leading whitespace before text that precedes a call."""
     if not calls and agg["tool_calls"]:
         return True
-    if calls and content and agg["content"] != content and agg["content"].lstrip() == content:
-        return True
-    return False
+    return bool(calls and content and agg["content"] != content and agg["content"].lstrip() == content)
 
 
 def test_state_is_bounded_and_feed_cost_flat(step3):
