@@ -19,6 +19,7 @@ from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParse
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
                                            MiniMaxM2ToolParser)
+from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
@@ -38,6 +39,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "kimi_k2": KimiK2ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
+    "minimax_m3": MiniMaxM3ReasoningParser,
     "mistral": MistralReasoningParser,
     "nemotron_v3": NemotronV3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
@@ -62,6 +64,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,
     "minimax_m2": MiniMaxM2ToolParser,
+    "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
     "openai": HarmonyToolParser,
     "pythonic": PythonicToolParser,

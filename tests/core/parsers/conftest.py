@@ -55,3 +55,8 @@ def minimax(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def step3(parser_models) -> ModelInfo:
     return parser_models["step3"]
+
+
+@pytest.fixture(scope="session")
+def minimax_m3(parser_models) -> ModelInfo:
+    return parser_models["minimax_m3"]
