@@ -624,6 +624,45 @@ def step3_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, block)
 
 
+M3_NS = "]<]minimax[>["
+MINIMAX_M3_TAGS = (f"{M3_NS}<tool_call>", f"{M3_NS}</tool_call>", f"{M3_NS}<invoke name=", f"{M3_NS}</invoke>",
+                   f"{M3_NS}<city>", f"{M3_NS}</item>", M3_NS, "<mm:think>", "</mm:think>", '">', ">")
+
+
+def minimax_m3_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["minimax_m3"]
+
+    def element(key: str, depth: int) -> str:
+        if depth < 2 and chance(rng, 0.25):  # nested: an object's fields or a list's items
+            child = rng.choice(["item", "item", "year", "x"])
+            body = "".join(element(child, depth + 1) for _ in range(rng.randint(0, 3)))
+            if chance(rng, 0.1):
+                body = rng.choice(["loose ", "\n"]) + body
+        else:
+            body = xml_value(rng, fam.tags)
+            if M3_NS in body:
+                case["malformed"] = True
+        close = "" if chance(rng, 0.05) else f"{M3_NS}</{key}>"
+        if not close:
+            case["malformed"] = True
+        return f"{M3_NS}<{key}>{body}{close}"
+
+    def invoke() -> str:
+        name, quote = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"]), rng.choice(['"', '"', "'", ""])
+        params = rng.choice(["\n", ""]).join(element(key, 0) for key in rng.sample(KEYS, rng.randint(0, 3)))
+        end = "" if chance(rng, 0.05) else f"\n{M3_NS}</invoke>"
+        if not end:
+            case["malformed"] = True
+        return f"{M3_NS}<invoke name={quote}{name}{quote}>\n" + params + end
+
+    def call() -> str:
+        invokes = "\n".join(invoke() for _ in range(rng.choice([1, 1, 2])))
+        return invokes if chance(rng, 0.08) else f"{M3_NS}<tool_call>\n{invokes}\n{M3_NS}</tool_call>"
+
+    reasoning = think_block(rng, "<mm:think>", "</mm:think>", fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -688,6 +727,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("minimax", "minimax", ("minimax_m2", "minimax_m2", None),
            ("minimax_m2", "minimax_m2", "minimax_m2_append_think", None), minimax_text, tags=MINIMAX_TAGS),
     Family("step3", "step3", ("step3", "step3", None), ("step3", "step3", None), step3_text, tags=STEP3_TAGS),
+    Family("minimax_m3", "minimax_m3", ("minimax_m3", "minimax_m3", None), ("minimax_m3", "minimax_m3", None),
+           minimax_m3_text, tags=MINIMAX_M3_TAGS, kwargs=({}, {"thinking_mode": "enabled"})),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

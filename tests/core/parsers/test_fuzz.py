@@ -78,6 +78,9 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         # the content was blank: the answer swapped it with the reasoning (which then also went
         # through the tool parser)
         return "nemotron_v3: a whitespace-only content swapped with the reasoning"
+    if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
+            and "<mm:think>" in text and not text.startswith("<mm:think>")):
+        return "minimax_m3 thinking on: a <mm:think> after text"
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):
