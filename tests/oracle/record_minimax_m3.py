@@ -23,28 +23,11 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from record_step3 import EOS, parser_cls  # noqa: E402
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from record_golden import adjusted, parser_cls, record_cases  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
-from vllm_parse import vllm_answer  # noqa: E402
 
 from tests.core.parsers.minimax_m3_cases import FLAGS, KWARGS, PROMPTS, REQUESTS, cases  # noqa: E402
 from tests.core.parsers.parser_models import MINIMAX_M3_TOKENS, with_added_tokens  # noqa: E402
-
-
-def adjusted(tok):
-    out = {}
-    for flags, (reasoning, tool) in FLAGS.items():
-        for name, body in REQUESTS.items():
-            cls = parser_cls(reasoning, tool, tok)
-            req = ChatCompletionRequest(model="tiny-minimax-m3", messages=[{"role": "user", "content": "hi"}], **body)
-            req = cls(tok, req.tools, model_config=None).adjust_request(req)
-            so = req.structured_outputs
-            out[f"{flags}:{name}"] = {"reasoning_parser": reasoning, "tool_parser": tool, "request": body,
-                                      "skip_special_tokens": req.skip_special_tokens,
-                                      "structural_tag": so.structural_tag if so is not None else None,
-                                      "json": so.json if so is not None else None}
-    return out
 
 
 def reasoning_ends(tok):
@@ -69,19 +52,10 @@ def main():
         model = with_added_tokens(Path(args.qwen3), Path(tmp) / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
         tok = get_tokenizer(str(model))
         assert all(len(tok.encode(t, add_special_tokens=False)) == 1 for t in MINIMAX_M3_TOKENS)
-        records = []
-        for case in cases():
-            cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
-            text_ids = tok.encode(case["text"], add_special_tokens=False)
-            ids = [*text_ids, EOS] if case["finish"] == "stop" else list(text_ids)
-            body = {"model": "tiny-minimax-m3", "messages": [{"role": "user", "content": "hi"}], **case["request"]}
-            answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
-                                 decoded_ids=text_ids)
-            records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
-                            "engine_finish_reason": case["finish"], **answer})
+        records = record_cases(cases(), tok, "tiny-minimax-m3")
         doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_minimax_m3.py",
                "model": "tiny-qwen3 + <mm:think>, </mm:think>, ]<]minimax[>[ (added, not special)", "records": records,
-               "adjusted": adjusted(tok), "is_reasoning_end": reasoning_ends(tok)}
+               "adjusted": adjusted(tok, FLAGS, REQUESTS, "tiny-minimax-m3"), "is_reasoning_end": reasoning_ends(tok)}
     Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {len(records)} records to {args.out}")
 

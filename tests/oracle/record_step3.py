@@ -23,35 +23,11 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
-from vllm.parser.parser_manager import ParserManager  # noqa: E402
+from record_golden import adjusted, parser_cls, record_cases  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
-from vllm_parse import vllm_answer  # noqa: E402
 
 from tests.core.parsers.parser_models import STEP3_TOKENS, with_added_tokens  # noqa: E402
 from tests.core.parsers.step3_cases import FLAGS, PROMPTS, REQUESTS, cases  # noqa: E402
-
-EOS = 151645  # <|im_end|>
-
-
-def parser_cls(reasoning, tool, tok):
-    return ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
-                                    enable_auto_tools=True, tokenizer=tok)
-
-
-def adjusted(tok):
-    out = {}
-    for flags, (reasoning, tool) in FLAGS.items():
-        for name, body in REQUESTS.items():
-            cls = parser_cls(reasoning, tool, tok)
-            req = ChatCompletionRequest(model="tiny-step3", messages=[{"role": "user", "content": "hi"}], **body)
-            req = cls(tok, req.tools, model_config=None).adjust_request(req)
-            so = req.structured_outputs
-            out[f"{flags}:{name}"] = {"reasoning_parser": reasoning, "tool_parser": tool, "request": body,
-                                      "skip_special_tokens": req.skip_special_tokens,
-                                      "structural_tag": so.structural_tag if so is not None else None,
-                                      "json": so.json if so is not None else None}
-    return out
 
 
 def reasoning_ends(tok):
@@ -71,19 +47,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tok = get_tokenizer(str(with_added_tokens(Path(args.qwen3), Path(tmp) / "tiny-step3", STEP3_TOKENS)))
         assert all(len(tok.encode(t, add_special_tokens=False)) == 1 for t in STEP3_TOKENS)
-        records = []
-        for case in cases():
-            cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
-            text_ids = tok.encode(case["text"], add_special_tokens=False)
-            ids = [*text_ids, EOS] if case["finish"] == "stop" else list(text_ids)
-            body = {"model": "tiny-step3", "messages": [{"role": "user", "content": "hi"}], **case["request"]}
-            answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
-                                 decoded_ids=text_ids)
-            records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
-                            "engine_finish_reason": case["finish"], **answer})
+        records = record_cases(cases(), tok, "tiny-step3")
         doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_step3.py",
                "model": "tiny-qwen3 + Step 3's five tool-call markers (special)", "records": records,
-               "adjusted": adjusted(tok), "is_reasoning_end": reasoning_ends(tok)}
+               "adjusted": adjusted(tok, FLAGS, REQUESTS, "tiny-step3"), "is_reasoning_end": reasoning_ends(tok)}
     Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {len(records)} records to {args.out}")
 

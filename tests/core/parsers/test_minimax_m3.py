@@ -19,8 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.protocol.chat import ChatCompletionRequest
-from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.golden_checks import (
+    adjusted_request,
+    nonstream_message,
+    streamed_messages,
+)
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 from tests.core.parsers.minimax_m3_cases import (
     NESTED,
     NS,
@@ -45,20 +49,6 @@ STREAM_CANNOT_MATCH = {
 }
 
 
-def _parser(model, case):
-    request = {**case["request"], **({"chat_template_kwargs": case["chat_template_kwargs"]}
-                                     if case["chat_template_kwargs"] else {})}
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
-
-
-def _message(parser, model, record):
-    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
-                                                      record["token_ids"], None)
-    return {"reasoning": reasoning, "content": content,
-            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
-                            "arguments": c["function"]["arguments"]} for c in calls]}
-
-
 def test_the_tokenizer_is_the_recorded_one(minimax_m3):
     for record in RECORDS:
         assert minimax_m3.tokenizer.encode(record["case"]["text"]) == record["text_ids"]
@@ -70,48 +60,25 @@ def test_every_output_is_recorded():
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(minimax_m3, record):
-    parser = _parser(minimax_m3, record["case"])
-    got = _message(parser, minimax_m3, record)
-    assert got == record["message"]
-    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
-        record["finish_reason"]
+    assert nonstream_message(minimax_m3, record) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(minimax_m3, record):
-    case = record["case"]
-    ids = record["text_ids"]
-    expected = _message(_parser(minimax_m3, case), minimax_m3, record)
-    rng = random.Random(case["name"])
-    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        agg = stream(_parser(minimax_m3, case), chunk_texts(minimax_m3, ids, cuts), None)
-        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
-               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
-                              for c in agg["tool_calls"]]}
-        for key in ("reasoning", "content"):  # (a stream cannot send "")
-            if expected[key] == "" and got[key] is None:
-                got[key] = ""
-        if case["name"] in STREAM_CANNOT_MATCH:
+    expected, _ = nonstream_message(minimax_m3, record)
+    for got, finish_reason in streamed_messages(minimax_m3, record, expected):
+        if record["case"]["name"] in STREAM_CANNOT_MATCH:
             assert got["tool_calls"] == expected["tool_calls"]
             continue
-        assert got == expected, cuts
+        assert got == expected
         # (the helper ends every stream with "stop")
-        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+        assert finish_reason == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
 def test_render_side_adjustments_equal_vllm(minimax_m3, name):
-    recorded = GOLDEN["adjusted"][name]
-    parser = make_parser(minimax_m3, recorded["reasoning_parser"], recorded["tool_parser"], recorded["request"])
-    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
-    for family in (parser.reasoning, parser.tools):
-        if family is not None:
-            request = family.adjust_request(request)
-    assert request.skip_special_tokens == recorded["skip_special_tokens"]
-    so = request.structured_outputs
-    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]
-    got = so.json_ if so is not None else None
-    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+    got, want = adjusted_request(minimax_m3, GOLDEN["adjusted"][name])
+    assert got == want  # (vLLM adjusts nothing for M3)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))

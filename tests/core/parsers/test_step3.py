@@ -19,8 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.protocol.chat import ChatCompletionRequest
-from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.golden_checks import (
+    adjusted_request,
+    nonstream_message,
+    streamed_messages,
+)
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 from tests.core.parsers.step3_cases import (
     CALL_BEGIN,
     CALL_END,
@@ -45,18 +49,6 @@ CUT_AFTER_CALL = {"truncated_after_call", "truncated_after_calls"}
 LEADING_WS = {"content_call", "ws_content_call", "text_after"}
 
 
-def _message(parser, model, record):
-    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
-                                                      record["token_ids"], None)
-    return {"reasoning": reasoning, "content": content,
-            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
-                            "arguments": c["function"]["arguments"]} for c in calls]}
-
-
-def _parser(model, case):
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], case["request"])
-
-
 def test_the_tokenizer_is_the_recorded_one(step3):
     for record in RECORDS:
         assert step3.tokenizer.encode(record["case"]["text"]) == record["text_ids"]
@@ -68,55 +60,32 @@ def test_every_output_is_recorded():
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(step3, record):
-    parser = _parser(step3, record["case"])
-    got = _message(parser, step3, record)
-    assert got == record["message"]
-    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
-        record["finish_reason"]
+    assert nonstream_message(step3, record) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(step3, record):
     case = record["case"]
-    ids = record["text_ids"]
-    expected = _message(_parser(step3, case), step3, record)
-    rng = random.Random(case["name"])
+    expected, _ = nonstream_message(step3, record)
     output = case["name"].split("__")[0]
     tools_parsed = case["tool_parser"] and case["request"].get("tool_choice", "auto") == "auto" \
         and case["request"].get("tools")
-    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        agg = stream(_parser(step3, case), chunk_texts(step3, ids, cuts), None)
-        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
-               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
-                              for c in agg["tool_calls"]]}
-        if expected["reasoning"] == "" and got["reasoning"] is None:  # (a stream cannot send "")
-            got["reasoning"] = ""
-        if expected["content"] == "" and got["content"] is None:
-            got["content"] = ""
+    for got, finish_reason in streamed_messages(step3, record, expected):
         if tools_parsed and output in CUT_AFTER_CALL:
             assert got["reasoning"] == expected["reasoning"] and got["tool_calls"]
             continue
         if tools_parsed and output in LEADING_WS and case["reasoning_parser"]:
             assert got["content"] != expected["content"] and got["content"].lstrip() == expected["content"]
             got["content"] = expected["content"]
-        assert got == expected, cuts
+        assert got == expected
         # (the helper ends every stream with "stop")
-        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+        assert finish_reason == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
 def test_render_side_adjustments_equal_vllm(step3, name):
-    recorded = GOLDEN["adjusted"][name]
-    parser = make_parser(step3, recorded["reasoning_parser"], recorded["tool_parser"], recorded["request"])
-    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
-    for family in (parser.reasoning, parser.tools):
-        if family is not None:
-            request = family.adjust_request(request)
-    assert request.skip_special_tokens == recorded["skip_special_tokens"]
-    so = request.structured_outputs
-    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]  # never a tag
-    got = so.json_ if so is not None else None
-    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+    got, want = adjusted_request(step3, GOLDEN["adjusted"][name])
+    assert got == want
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))
