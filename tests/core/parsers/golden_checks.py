@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 from core.model import ModelInfo
 from core.parsers.pipeline import ChatOutputParser
@@ -65,3 +68,28 @@ def adjusted_request(model: ModelInfo, recorded: dict[str, Any]) -> tuple[tuple[
     got = (request.skip_special_tokens, so.structural_tag if so is not None else None,
            json.loads(schema) if isinstance(schema, str) else schema)
     return got, (recorded["skip_special_tokens"], recorded["structural_tag"], recorded["json"])
+
+
+def per_token_run(parser: ChatOutputParser, model: ModelInfo, text: str) -> tuple[list[float], list[int]]:
+    """Feed `text` one token at a time (state through orjson each time): each feed's cost, and
+    the serialized state's size every 25 tokens."""
+    state = parser.start(None)
+    tok = model.tokenizer
+    costs: list[float] = []
+    sizes: list[int] = []
+    for i, tid in enumerate(tok.encode(text)):
+        piece = tok.decode([tid], skip_special_tokens=False)
+        t0 = time.perf_counter()
+        parser.feed(state, piece, [tid])
+        costs.append(time.perf_counter() - t0)
+        state = orjson.loads(orjson.dumps(state))
+        if i % 25 == 0:
+            sizes.append(len(orjson.dumps(state)))
+    parser.finish(state)
+    return costs, sizes
+
+
+def flat(costs: list[float]) -> bool:
+    """The last tenth of the feeds costs (median) what the first tenth did, give or take."""
+    n = len(costs) // 10
+    return sorted(costs[-n:])[n // 2] < sorted(costs[:n])[n // 2] * 5 + 20e-6
