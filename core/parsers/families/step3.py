@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, State, ToolCallDelta, ToolParser
+from core.parsers.base import State, ToolCallDelta, ToolParser
 from core.parsers.families.think import (
     CONTENT,
     REASONING,
@@ -99,14 +99,6 @@ class Step3ToolParser(ToolParser):
     BLOCK = "B"  # inside the block
     AFTER = "E"  # after a block that had calls: content, stripped at the ends
     PLAIN = "X"  # after a block without calls: the whole output is content
-
-    def __init__(self, ctx: ParserContext) -> None:
-        super().__init__(ctx)
-        tok = ctx.tokenizer
-        if tok.token_to_id(CALLS_BEGIN) is None or tok.token_to_id(CALL_BEGIN) is None:
-            # (vLLM builds the parser without checks; the markers must be single tokens to be
-            # seen at all, since they are skipped as special tokens otherwise)
-            raise ValueError("step3 tool parser could not locate tool call start/end tokens in the tokenizer!")
 
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)

@@ -95,12 +95,14 @@ def test_is_reasoning_end_equals_vllm(step3, name):
     assert parser.is_reasoning_end(recorded["prompt_token_ids"]) == recorded["is_reasoning_end"]
 
 
-def test_tokenizer_without_the_markers_is_refused(qwen3):
-    from core.parsers.pipeline import ChatOutputParser
-
-    ChatOutputParser.check_supported(qwen3, "step3", None, True)  # (Qwen3 has </think>)
-    with pytest.raises(ValueError, match="could not locate tool call"):
-        ChatOutputParser.check_supported(qwen3, "step3", "step3", True)
+def test_markers_written_as_text_are_read_too(qwen3):
+    """vLLM reads the markers as text and checks no vocabulary: without them as tokens (Qwen3's
+    own tokenizer) the same calls are found."""
+    parser = make_parser(qwen3, "step3", "step3", {"tools": TOOLS})
+    reasoning, content, calls = parser.parse_complete("r</think>Hi " + block(W), [], None)
+    assert (reasoning, content) == ("r", "Hi")
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+        [("get_weather", '{"city": "Tokyo", "days": 3}')]
 
 
 # -- adversarial: any text, any chunking, never raises; state small and JSON --------------------
