@@ -1,5 +1,5 @@
-"""MiniMax M3 (MiniMaxAI/MiniMax-M3): vLLM 0.33's `minimax_m3` tool parser engine and its
-`minimax_m3` reasoning parser.
+"""MiniMax M3 (`MiniMaxAI/Minimax-M3-preview`, the name vLLM 0.33 cites): vLLM 0.33's `minimax_m3`
+tool parser engine and its `minimax_m3` reasoning parser.
 
     <mm:think>reasoning</mm:think>answer
     ]<]minimax[>[<tool_call>
