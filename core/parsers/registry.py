@@ -21,11 +21,13 @@ from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParse
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
                                            MiniMaxM2ToolParser)
+from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
 from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
                                                   Step3p5ReasoningParser, Step3p5ToolParser)
+from core.parsers.families.step3 import Step3ReasoningParser, Step3ToolParser
 from core.parsers.families.think import DeepSeekR1ReasoningParser, DeepSeekV3ReasoningParser, GraniteReasoningParser
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
@@ -41,11 +43,13 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "kimi_k2": KimiK2ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
+    "minimax_m3": MiniMaxM3ReasoningParser,
     "mistral": MistralReasoningParser,
     "nemotron_v3": NemotronV3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
+    "step3": Step3ReasoningParser,
     "step3p5": Step3p5ReasoningParser,
 }
 
@@ -66,12 +70,14 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,
     "minimax_m2": MiniMaxM2ToolParser,
+    "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
     "openai": HarmonyToolParser,
     "pythonic": PythonicToolParser,
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,
     "seed_oss": SeedOssToolParser,
+    "step3": Step3ToolParser,
     "step3p5": Step3p5ToolParser,
 }
 

@@ -21,6 +21,7 @@ Rules (vLLM 0.33's `BaseThinkingReasoningParser` and its stream):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from core.parsers.base import ParserContext, ReasoningParser, State
 from core.parsers.text import find_first, partial_suffix
@@ -38,13 +39,15 @@ class ThinkTagReasoningParser(ReasoningParser):
     """Table-driven tag machine; subclasses fill `tables()` and the initial phase."""
 
     name = "think"
+    # whether vLLM refuses a tokenizer without `<think>` (step3 looks up `</think>` only)
+    needs_start_token: ClassVar[bool] = True
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
         tok = ctx.tokenizer
         self.start_id = tok.token_to_id(THINK_START)
         self.end_id = tok.token_to_id(THINK_END)
-        if self.start_id is None or self.end_id is None:
+        if self.end_id is None or (self.start_id is None and self.needs_start_token):
             raise ValueError(f"{self.name} reasoning parser could not locate think start/end tokens in the tokenizer!")
         self._tables = self.tables()
         self._tags = {phase: tuple(table) for phase, table in self._tables.items()}

@@ -60,3 +60,13 @@ def granite4(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def gemma4(parser_models) -> ModelInfo:
     return parser_models["gemma4"]
+
+
+@pytest.fixture(scope="session")
+def step3(parser_models) -> ModelInfo:
+    return parser_models["step3"]
+
+
+@pytest.fixture(scope="session")
+def minimax_m3(parser_models) -> ModelInfo:
+    return parser_models["minimax_m3"]

@@ -660,6 +660,82 @@ def gemma4_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, call)
 
 
+S3_CALLS_BEGIN, S3_CALLS_END = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+S3_CALL_BEGIN, S3_CALL_END, S3_SEP = "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"
+STEP3_TAGS = (S3_CALLS_BEGIN, S3_CALLS_END, S3_CALL_BEGIN, S3_CALL_END, S3_SEP, '<steptml:invoke name="',
+              "</steptml:parameter>", "</think>", '">')
+
+
+def step3_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["step3"]
+
+    def invoke() -> str:
+        params = []
+        for key in rng.sample(KEYS, rng.randint(0, 3)):
+            value = xml_value(rng, fam.tags)
+            close = "" if chance(rng, 0.05) else "</steptml:parameter>"
+            if not close or "<" in value:
+                case["malformed"] = True
+            params.append(f'<steptml:parameter name="{key}">{value}{close}')
+        kind = rng.choice(["code", " function\n"]) if chance(rng, 0.05) else "function"
+        end = "" if chance(rng, 0.05) else S3_CALL_END
+        if not end:
+            case["malformed"] = True
+        name = rng.choice(TOOL_NAMES + ["unknown_tool"])
+        return (f'{S3_CALL_BEGIN}{kind}{S3_SEP}<steptml:invoke name="{name}">' + "".join(params)
+                + "</steptml:invoke>" + end)
+
+    def block() -> str:
+        calls = rng.choice(["", "\n"]).join(invoke() for _ in range(rng.choice([1, 1, 2, 3])))
+        end = "" if chance(rng, 0.05) else S3_CALLS_END
+        if not end:
+            case["malformed"] = True
+        return S3_CALLS_BEGIN + calls + end
+
+    # (the prompt opens the reasoning: text before `</think>` is reasoning, a `<think>` stays text)
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, block)
+
+
+M3_NS = "]<]minimax[>["
+MINIMAX_M3_TAGS = (f"{M3_NS}<tool_call>", f"{M3_NS}</tool_call>", f"{M3_NS}<invoke name=", f"{M3_NS}</invoke>",
+                   f"{M3_NS}<city>", f"{M3_NS}</item>", M3_NS, "<mm:think>", "</mm:think>", '">', ">")
+
+
+def minimax_m3_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["minimax_m3"]
+
+    def element(key: str, depth: int) -> str:
+        if depth < 2 and chance(rng, 0.25):  # nested: an object's fields or a list's items
+            child = rng.choice(["item", "item", "year", "x"])
+            body = "".join(element(child, depth + 1) for _ in range(rng.randint(0, 3)))
+            if chance(rng, 0.1):
+                body = rng.choice(["loose ", "\n"]) + body
+        else:
+            body = xml_value(rng, fam.tags)
+            if M3_NS in body:
+                case["malformed"] = True
+        close = "" if chance(rng, 0.05) else f"{M3_NS}</{key}>"
+        if not close:
+            case["malformed"] = True
+        return f"{M3_NS}<{key}>{body}{close}"
+
+    def invoke() -> str:
+        name, quote = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool"]), rng.choice(['"', '"', "'", ""])
+        params = rng.choice(["\n", ""]).join(element(key, 0) for key in rng.sample(KEYS, rng.randint(0, 3)))
+        end = "" if chance(rng, 0.05) else f"\n{M3_NS}</invoke>"
+        if not end:
+            case["malformed"] = True
+        return f"{M3_NS}<invoke name={quote}{name}{quote}>\n" + params + end
+
+    def call() -> str:
+        invokes = "\n".join(invoke() for _ in range(rng.choice([1, 1, 2])))
+        return invokes if chance(rng, 0.08) else f"{M3_NS}<tool_call>\n{invokes}\n{M3_NS}</tool_call>"
+
+    reasoning = think_block(rng, "<mm:think>", "</mm:think>", fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, call)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -736,6 +812,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("gemma4", "gemma4", ("gemma4", "gemma4", None), ("gemma4", "gemma4", None), gemma4_text,
            tags=GEMMA4_TAGS, specials=("<|endoftext|>", "<|turn>", "<turn|>", "<|tool_response>", "<|im_end|>"),
            kwargs=({}, {}, {"enable_thinking": True}), prompts=GEMMA4_PROMPTS),
+    Family("step3", "step3", ("step3", "step3", None), ("step3", "step3", None), step3_text, tags=STEP3_TAGS),
+    Family("minimax_m3", "minimax_m3", ("minimax_m3", "minimax_m3", None), ("minimax_m3", "minimax_m3", None),
+           minimax_m3_text, tags=MINIMAX_M3_TAGS, kwargs=({}, {"thinking_mode": "enabled"})),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

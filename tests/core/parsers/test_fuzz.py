@@ -10,7 +10,7 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* the engine families (minimax_m2 too) strip the content when calls are found: its leading whitespace was sent
+* the engine families (minimax_m2 too) and step3 strip the content when calls are found: its leading whitespace was sent
   before the call appeared;
 * llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
@@ -43,8 +43,9 @@ from hypothesis import strategies as st
 from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import non_streaming_message, prepare_case, streamed_message
 
+# the families that strip the content when calls are found (step3: the classic Step 3 parser too)
 ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5", "seed_oss",
-                "minimax_m2", "gemma4"}
+                "minimax_m2", "gemma4", "step3"}
 CHUNKINGS = ("one", "token", "token+empty", "random")
 GRANITE_SPLIT = re.compile(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", re.DOTALL)
 
@@ -84,6 +85,9 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         reason = gemma4_start(case)
         if reason:
             return reason
+    if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
+            and "<mm:think>" in text and not text.startswith("<mm:think>")):
+        return "minimax_m3 thinking on: a <mm:think> after text"
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):

@@ -1,0 +1,48 @@
+"""What the in-process recorders of one family's goldens share (oracle's venv; imported by
+record_step3.py and record_minimax_m3.py, never by the tests).
+
+`record_cases`: per case (tests/core/parsers/<family>_cases.py), the token ids (the text encoded,
+the EOS <|im_end|> appended unless the case ends by length), vLLM's non-streaming answer and
+finish_reason and its own stream (vllm_parse.py); no prompt ids. `adjusted`: what each parser
+pair's `adjust_request` sets per request (skip_special_tokens, structural tag, JSON constraint).
+"""
+
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.parser.parser_manager import ParserManager
+from vllm_parse import vllm_answer
+
+EOS = 151645  # <|im_end|>
+
+
+def parser_cls(reasoning, tool, tok):
+    return ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
+                                    enable_auto_tools=True, tokenizer=tok)
+
+
+def record_cases(cases, tok, model):
+    records = []
+    for case in cases:
+        cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
+        text_ids = tok.encode(case["text"], add_special_tokens=False)
+        ids = [*text_ids, EOS] if case["finish"] == "stop" else list(text_ids)
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], **case["request"]}
+        answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
+                             decoded_ids=text_ids)
+        records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
+                        "engine_finish_reason": case["finish"], **answer})
+    return records
+
+
+def adjusted(tok, flags, requests, model):
+    out = {}
+    for flag, (reasoning, tool) in flags.items():
+        for name, body in requests.items():
+            cls = parser_cls(reasoning, tool, tok)
+            req = ChatCompletionRequest(model=model, messages=[{"role": "user", "content": "hi"}], **body)
+            req = cls(tok, req.tools, model_config=None).adjust_request(req)
+            so = req.structured_outputs
+            out[f"{flag}:{name}"] = {"reasoning_parser": reasoning, "tool_parser": tool, "request": body,
+                                     "skip_special_tokens": req.skip_special_tokens,
+                                     "structural_tag": so.structural_tag if so is not None else None,
+                                     "json": so.json if so is not None else None}
+    return out
