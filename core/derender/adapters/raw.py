@@ -72,15 +72,16 @@ def delta(role: str | None, content: str | None, reasoning: str | None,
 
 def chat_event_choice(event: Any, reasoning_field: str, return_token_ids: bool) -> dict[str, Any]:
     """The chunk choice of a `ChoiceEvent` (the role inside the first delta, full dumps)."""
-    if event.tool_calls or reasoning_field != "reasoning":
-        delta_ = delta("assistant" if event.first else None, event.content if event.parsed else event.text or None,
-                       event.reasoning, event.tool_calls, reasoning_field)
+    # one unpacking instead of a field lookup per key: this runs once per streamed token
+    index, first, text, reasoning, content, tool_calls, parsed, token_ids, logprobs, finish, stop, _, _ = event
+    if not parsed:
+        content = text or None
+    if tool_calls or reasoning_field != "reasoning":
+        delta_ = delta("assistant" if first else None, content, reasoning, tool_calls, reasoning_field)
     else:  # the common delta, built in one go
-        delta_ = {"role": "assistant" if event.first else None,
-                  "content": event.content if event.parsed else event.text or None, "reasoning": event.reasoning}
-    return {"index": event.index, "delta": delta_, "logprobs": event.logprobs, "finish_reason": event.finish_reason,
-            "stop_reason": event.stop_reason, "token_ids": event.token_ids if return_token_ids else None,
-            "weight_versions": None}
+        delta_ = {"role": "assistant" if first else None, "content": content, "reasoning": reasoning}
+    return {"index": index, "delta": delta_, "logprobs": logprobs, "finish_reason": finish, "stop_reason": stop,
+            "token_ids": token_ids if return_token_ids else None, "weight_versions": None}
 
 
 def completion_stream_choice(index: int, text: str, logprobs: dict[str, Any] | None,
