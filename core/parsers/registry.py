@@ -16,6 +16,7 @@ from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
+from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
                                            MiniMaxM2ToolParser)
@@ -35,6 +36,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
+    "kimi_k3": KimiK3ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "mistral": MistralReasoningParser,
@@ -56,6 +58,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
+    "kimi_k3": KimiK3ToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,

