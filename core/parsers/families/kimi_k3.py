@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser
+from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
 from core.parsers.text import partial_suffix
 
 OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
@@ -346,12 +347,95 @@ class KimiK3ReasoningParser(ReasoningParser):
         return self.channels.feed(state["c"], text, final, [])
 
 
+# -- render side: vLLM's own "kimi_k3" structural tag (vllm/tool_parsers/structural_tag_registry.py)
+
+_XTML_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null",
+               "object": "object", "array": "array"}
+_CALL_CLOSE, _ARG_CLOSE = f"{CLOSE}call{SEP}", f"{CLOSE}argument{SEP}"
+
+
+def _esc(value: str) -> str:
+    return str(value).replace("&", "&amp;").replace('"', "&quot;")
+
+
+def _any_text(excludes: list[str]) -> dict[str, Any]:
+    return {"type": "any_text", "excludes": excludes, "max_tokens": None, "max_chars": None}
+
+
+def _loose_argument() -> dict[str, Any]:
+    """Any attributes, a raw value: for untyped / union properties and tools without a schema."""
+    return {"type": "tag", "begin": f"{OPEN}argument ", "content": {"type": "sequence", "elements": [
+        {"type": "regex", "pattern": r"[^<]*<\|sep\|>"}, _any_text([CLOSE])]}, "end": _ARG_CLOSE}
+
+
+def _argument(key: str, prop: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    prop = prop if isinstance(prop, dict) else {}
+    kind = _XTML_TYPES.get(prop["type"]) if isinstance(prop.get("type"), str) else None
+    if kind is None:
+        return _loose_argument()
+    begin = f'{OPEN}argument key="{_esc(key)}" type="{kind}"{SEP}'
+    if kind != "string":  # JSON values follow the property's schema (with the root's $defs)
+        content = _json_content({**prop, **{k: v for k, v in defs.items() if k not in prop}})
+        return {"type": "tag", "begin": begin, "content": content, "end": _ARG_CLOSE}
+    enum = prop.get("enum")
+    if enum is None and isinstance(prop.get("const"), str):
+        enum = [prop["const"]]
+    max_len, min_len = prop.get("maxLength"), prop.get("minLength", 0)
+    if (isinstance(enum, list) and enum and len(enum) <= 256 and all(isinstance(v, str) for v in enum)
+            and not any("<|" in v for v in enum)):
+        options = [{"type": "const_string", "value": v} for v in enum]
+        content = options[0] if len(options) == 1 else {"type": "or", "elements": options}
+    elif isinstance(max_len, int) and not isinstance(max_len, bool) and 0 <= max_len <= 4096:
+        if not isinstance(min_len, int) or min_len < 0 or min_len > max_len:
+            min_len = 0
+        content = {"type": "regex", "pattern": f"(?:[^<]|<[^|]){{{min_len},{max_len}}}"}
+    else:
+        content = _any_text([CLOSE])
+    return {"type": "tag", "begin": begin, "content": content, "end": _ARG_CLOSE}
+
+
+def _arguments(params: Any) -> dict[str, Any]:
+    props = params.get("properties") if isinstance(params, dict) else None
+    if not isinstance(props, dict) or not props:
+        return {"type": "star", "content": _loose_argument()}
+    defs = {k: params[k] for k in ("$defs", "definitions") if isinstance(params.get(k), dict)}
+    tags = [_argument(key, prop, defs) for key, prop in props.items()]
+    inner = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+    required = params.get("required")
+    return {"type": "plus" if isinstance(required, list) and required else "star", "content": inner}
+
+
+class KimiK3TagModel(TagModel):
+    """The response channel, then the tools channel (optional for "auto", one tool when named),
+    then the optional message close; a strict tool's arguments typed by its schema."""
+
+    def format(self, tools: list[dict[str, Any]], required: bool, named: bool = False) -> dict[str, Any]:
+        calls = []
+        for function in (tools[:1] if named else tools):
+            strict = function.get("strict") is True and function.get("parameters") is not None
+            calls.append({"type": "tag", "begin": f'{OPEN}call tool="{_esc(function.get("name", ""))}" index="',
+                          "content": {"type": "sequence", "elements": [
+                              {"type": "regex", "pattern": "[0-9]+"}, {"type": "const_string", "value": f'"{SEP}'},
+                              _arguments(function.get("parameters") if strict else True)]},
+                          "end": _CALL_CLOSE})
+        channel = {"type": "tag", "begin": f"{OPEN}tools{SEP}", "content": {
+            "type": "tags_with_separator", "tags": calls, "separator": "", "at_least_one": True,
+            "stop_after_first": False}, "end": f"{CLOSE}tools{SEP}"}
+        return {"type": "sequence", "elements": [
+            {"type": "optional", "content": {"type": "const_string", "value": f"{OPEN}response{SEP}"}},
+            {"type": "tag", "begin": "", "content": _any_text([OPEN, CLOSE, "<|end_of_msg|>"]),
+             "end": f"{CLOSE}response{SEP}"},
+            channel if required or named else {"type": "optional", "content": channel},
+            {"type": "optional", "content": {"type": "const_string", "value": f"{CLOSE}message{SEP}"}}]}
+
+
 class KimiK3ToolParser(ToolParser):
     """The tools channel: whole calls once their block closes; content unwrapped."""
 
     name = "kimi_k3"
     supports_required_and_named = False  # forced calls are XTML too (vLLM's structural tag)
     engine_based = True  # runs under tool_choice "none" (content unwrapped, calls dropped)
+    TAG_MODEL = KimiK3TagModel([], [], named_single_call=False)
 
     def __init__(self, ctx: ParserContext) -> None:
         super().__init__(ctx)
@@ -360,6 +444,7 @@ class KimiK3ToolParser(ToolParser):
         self.channels = Channels(tools=True, emit_calls=preserves_tool_channels(ctx))
 
     def adjust_request(self, request: Any) -> Any:
+        request = apply_structural_tag(request, self.TAG_MODEL)
         request.skip_special_tokens = False
         if hasattr(request, "spaces_between_special_tokens"):
             request.spaces_between_special_tokens = False

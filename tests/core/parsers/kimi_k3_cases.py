@@ -121,5 +121,16 @@ RENDER_REQUESTS = {
     "named": {"tools": TOOLS, "tool_choice": NAMED},
     "auto_strict": {"tools": [dict(TOOLS[0], function=dict(TOOLS[0]["function"], strict=True)), TOOLS[1]]},
 }
+_RICH = {"type": "function", "function": {"name": "book", "strict": True, "parameters": {
+    "type": "object", "required": ["who"], "$defs": {"d": {"type": "integer"}},
+    "properties": {"who": {"type": "string", "maxLength": 20, "minLength": 2}, "kind": {"type": "string", "enum": ["a", "b"]},
+                   "one": {"type": "string", "const": "x"}, "n": {"$ref": "#/$defs/d", "type": "integer"},
+                   "u": {"anyOf": [{"type": "integer"}, {"type": "string"}]}, "q\"&": {"type": "boolean"}}}}}
+RENDER_REQUESTS.update({
+    "named_second": {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "set_config"}}},
+    "required_strict": {"tools": [_RICH, TOOLS[0]], "tool_choice": "required"},
+    "auto_strict_json_object": {"tools": [_RICH], "response_format": {"type": "json_object"}},
+    "named_no_parallel": {"tools": TOOLS, "tool_choice": NAMED, "parallel_tool_calls": False},
+})
 RENDER_CASES = [(pair, name) for pair in (("kimi_k3", "kimi_k3"), (None, "kimi_k3"), ("kimi_k3", None))
                 for name in RENDER_REQUESTS]

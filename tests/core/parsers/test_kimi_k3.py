@@ -119,7 +119,7 @@ def test_reasoning_end_is_the_newest_think_marker(kimi_k3):
 @pytest.mark.parametrize("name", sorted(GOLDEN["render"]))
 def test_adjust_request_equals_vllm(kimi_k3, name):
     """skip_special_tokens / spaces_between_special_tokens off (the markers must reach the parser
-    as contiguous text) and the structural tag vLLM 0.33's adjust_request sets."""
+    as contiguous text) and vLLM's own "kimi_k3" structural tag (forced, strict, single-call)."""
     from core.protocol.chat import ChatCompletionRequest
 
     rec = GOLDEN["render"][name]
@@ -134,9 +134,7 @@ def test_adjust_request_equals_vllm(kimi_k3, name):
     assert req.spaces_between_special_tokens == rec["spaces_between_special_tokens"]
     so = req.structured_outputs
     assert (so.model_dump(by_alias=True).get("json") if so else None) == rec["json"]
-    if rec["structural_tag"] is not None:
-        pytest.xfail("vLLM's kimi_k3 structural tag (forced, strict, single-call) is not built yet (README)")
-    assert (so.structural_tag if so else None) is None
+    assert (so.structural_tag if so else None) == rec["structural_tag"]
 
 
 _PIECES = [O, C, S, "think", "response", "tools", "call", "argument", "message", " ", "\n", 'tool="get_weather"',
