@@ -229,13 +229,21 @@ class Channels:
                 st["ph"] = "T"
             return
         if ph == "T":
-            if head and (m := CALL_OPEN.fullmatch(piece)):
+            if not head:
+                # a start the lexer released as text may still open a call whose attributes
+                # hold another start (vLLM's regex reads from the first `<|open|>`): keep it
+                pend = st["at"] + piece if st["at"] or piece.startswith(OPEN) else ""
+                st["at"] = pend if len(pend) <= HEAD_CAP else ""
+                return
+            m = CALL_OPEN.search(st["at"] + piece)
+            st["at"] = ""
+            if m is not None and m.end() == len(m.string):
                 st["ph"], st["at"] = "K", m["attrs"]
-            elif head and TOOLS_CLOSE.fullmatch(piece):
+            elif TOOLS_CLOSE.fullmatch(piece):
                 st["ph"] = "D"
             return
-        if head and MSG_CLOSE.fullmatch(piece):
-            return
+        if head and MSG_CLOSE.fullmatch(piece) and not (self.tools and ph == "I"):
+            return  # (the tool parser keeps it inside a response channel: vLLM takes that body whole)
         if head and self.tools and TOOLS_OPEN.fullmatch(piece):
             if ph == "P":  # the text before the section is content, whitespace too
                 out.append(st["ws"] or "")
@@ -435,6 +443,7 @@ class KimiK3ToolParser(ToolParser):
     name = "kimi_k3"
     supports_required_and_named = False  # forced calls are XTML too (vLLM's structural tag)
     engine_based = True  # runs under tool_choice "none" (content unwrapped, calls dropped)
+    forced_blank_dropped = False  # vLLM's KimiK3Parser keeps whitespace-only content under a forced choice
     TAG_MODEL = KimiK3TagModel([], [], named_single_call=False)
 
     def __init__(self, ctx: ParserContext) -> None:
