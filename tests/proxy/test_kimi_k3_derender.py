@@ -1,0 +1,105 @@
+"""Kimi K3 (`--reasoning-parser kimi_k3 --tool-call-parser kimi_k3`) over the chat derender route.
+
+The engine's token ids of tests/core/parsers/golden_frontier/kimi_k3.json (vLLM 0.33's answers,
+tests/oracle/record_kimi_k3.py) go through HTTP on the same tokenizer (Qwen3's with `<|open|>`,
+`<|close|>`, `<|sep|>`): the markers must survive the route's decode (the parsers turn
+skip_special_tokens off), the non-streaming message equals vLLM's, and the stream, one token per
+call with the state carried by the client, aggregates to it (but for the documented look-ahead
+outputs, `test_kimi_k3.lookahead`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.model import ModelInfo
+from proxy.app import create_app
+from proxy.config import ServerConfig
+from tests.core.parsers.parser_models import KIMI_K3_TOKENS, with_added_tokens
+from tests.core.parsers.test_kimi_k3 import lookahead
+
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "kimi_k3.json")
+                    .read_text(encoding="utf-8"))
+EOS = 151645  # <|im_end|>
+RECORDS = [r for r in GOLDEN["records"] if r["case"]["reasoning_parser"] == r["case"]["tool_parser"] == "kimi_k3"]
+CHAT = "/v1/chat/completions/derender"
+RID = "generate-tokens-chatcmpl-0011223344556677"
+
+
+@pytest.fixture(scope="module")
+def k3_model(model_dirs, tmp_path_factory) -> ModelInfo:
+    from proxy.model_loader import load_model
+
+    path = with_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("k3") / "tiny-kimi-k3", KIMI_K3_TOKENS)
+    return load_model(str(path), served_model_names=["tiny-kimi-k3"])
+
+
+@pytest.fixture
+async def client(aiohttp_client, k3_model):
+    config = ServerConfig(reasoning_parser="kimi_k3", tool_call_parser="kimi_k3", enable_auto_tool_choice=True)
+    return await aiohttp_client(create_app(config, k3_model))
+
+
+def _request(case):
+    return {"messages": [{"role": "user", "content": "hi"}], **case["request"],
+            "chat_template_kwargs": case["chat_template_kwargs"]}
+
+
+def _choice(record, ids, finish):
+    return {"index": 0, "finish_reason": finish, "token_ids": ids,
+            "stop_reason": EOS if finish == "stop" and ids and ids[-1] == EOS else None}
+
+
+def _calls(calls):
+    return [{"id": "chatcmpl-tool-<16hex>" if c["id"].startswith("chatcmpl-tool-") and len(c["id"]) == 30 else c["id"],
+             "name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls or []]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
+async def test_derender_equals_vllm_and_streams_to_it(client, k3_model, record):
+    prompt = k3_model.tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<|open|>think<|sep|>")
+    ids, finish = record["token_ids"], record["engine_finish_reason"]
+    request = _request(record["case"])
+    resp = await client.post(CHAT, json={"prompt_token_ids": prompt, "chat_request": request, "generate_response": {
+        "request_id": RID, "choices": [_choice(record, ids, finish)]}})
+    body = await resp.json()
+    assert resp.status == 200, body
+    choice = body["choices"][0]
+    message = choice["message"]
+    want = record["message"]
+    assert message.get("reasoning") == want["reasoning"]
+    assert message["content"] == want["content"]
+    assert _calls(message.get("tool_calls")) == want["tool_calls"]
+    assert choice["finish_reason"] == record["finish_reason"]
+
+    state, agg, calls, last = None, {"reasoning": "", "content": ""}, {}, None
+    for n, tid in enumerate(ids):
+        end = n == len(ids) - 1
+        chunk = {"request_id": RID, "usage": None, "output_mode": "tokens",
+                 "choices": [_choice(record, [tid], finish) if end else
+                             {"index": 0, "finish_reason": None, "stop_reason": None, "token_ids": [tid]}]}
+        resp = await client.post(CHAT, json={"stream": True, "generate_chunk": chunk, "stream_state": state,
+                                             "prompt_token_ids": prompt if n == 0 else None,
+                                             "chat_request": request})
+        data = await resp.json()
+        assert resp.status == 200, data
+        state = data["stream_state"]
+        for c in data["chunk"]["choices"]:
+            delta = c["delta"]
+            agg["reasoning"] += delta.get("reasoning") or ""
+            agg["content"] += delta.get("content") or ""
+            for tc in delta.get("tool_calls") or []:
+                slot = calls.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
+                slot["id"] = slot["id"] or tc.get("id")
+                slot["name"] += (tc.get("function") or {}).get("name") or ""
+                slot["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+            last = c.get("finish_reason") or last
+    if lookahead(record["case"]):
+        return
+    assert (agg["reasoning"] or None) == want["reasoning"]
+    assert (agg["content"] or None) == (want["content"] or None)
+    assert _calls([{"id": c["id"], "function": c} for c in (calls[i] for i in sorted(calls))]) == want["tool_calls"]
+    assert last == record["finish_reason"]
