@@ -103,3 +103,42 @@ async def test_derender_equals_vllm_and_streams_to_it(client, k3_model, record):
     assert (agg["content"] or None) == (want["content"] or None)
     assert _calls([{"id": c["id"], "function": c} for c in (calls[i] for i in sorted(calls))]) == want["tool_calls"]
     assert last == record["finish_reason"]
+
+
+def _k3_architecture_dir(model_dirs, tmp_path_factory) -> Path:
+    """The K3 test tokenizer under K3's architecture, without a chat template (K3 ships none)."""
+    path = with_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("k3arch") / "k3", KIMI_K3_TOKENS)
+    cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    (path / "config.json").write_text(json.dumps({**cfg, "architectures": ["KimiK3ForConditionalGeneration"]}))
+    tok_cfg = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok_cfg.pop("chat_template", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    for extra in path.glob("chat_template*"):
+        extra.unlink()
+    return path
+
+
+async def test_k3_architecture_needs_tokenizer_mode_hf_and_then_derenders(aiohttp_client, model_dirs,
+                                                                           tmp_path_factory):
+    """The `kimi_k3` renderer is not supported: the architecture alone is refused at start-up;
+    with `--tokenizer-mode hf` the proxy starts (no template needed) and the derender route, which
+    takes the prompt's token ids, answers as vLLM."""
+    from proxy.model_loader import ModelLoadError, load_model
+
+    path = _k3_architecture_dir(model_dirs, tmp_path_factory)
+    with pytest.raises(ModelLoadError, match="--tokenizer-mode kimi_k3 .* is not supported yet"):
+        load_model(str(path))
+    model = load_model(str(path), tokenizer_mode="hf", served_model_names=["k3"])
+    config = ServerConfig(reasoning_parser="kimi_k3", tool_call_parser="kimi_k3", enable_auto_tool_choice=True,
+                          tokenizer_mode="hf")
+    client = await aiohttp_client(create_app(config, model))
+    record = next(r for r in RECORDS if r["case"]["name"] == "content_call__k3_auto_on")
+    resp = await client.post(CHAT, json={
+        "prompt_token_ids": [1, 2, 3], "chat_request": _request(record["case"]), "generate_response": {
+            "request_id": RID, "choices": [_choice(record, record["token_ids"], record["engine_finish_reason"])]}})
+    body = await resp.json()
+    assert resp.status == 200, body
+    message = body["choices"][0]["message"]
+    assert (message.get("reasoning"), message["content"]) == (record["message"]["reasoning"],
+                                                               record["message"]["content"])
+    assert _calls(message.get("tool_calls")) == record["message"]["tool_calls"]
