@@ -87,6 +87,7 @@ REQUESTS = {
     "auto": {"tools": TOOLS},
     "none": {"tools": TOOLS, "tool_choice": "none"},
     "required": {"tools": TOOLS, "tool_choice": "required"},
+    "named": {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
     "no_parallel": {"tools": TOOLS, "parallel_tool_calls": False},
     "no_tools": {},
 }
@@ -101,7 +102,7 @@ def cases() -> list[dict]:
     for name, text in OUTPUTS.items():
         variants = [("k3", "auto", "on"), ("k3", "no_tools", "on"), ("tools_only", "auto", "on")]
         if name in REQUEST_VARIANTS:
-            variants += [("k3", req, "on") for req in ("none", "required", "no_parallel")]
+            variants += [("k3", req, "on") for req in ("none", "required", "named", "no_parallel")]
             variants += [("reasoning_only", "auto", "on"), ("reasoning_only", "no_tools", "on"),
                          ("tools_only", "none", "on")]
             variants += [("k3", "auto", kw) for kw in ("off", "off_enable", "on_over_enable")]
@@ -114,11 +115,10 @@ def cases() -> list[dict]:
     return out
 
 
-NAMED = {"type": "function", "function": {"name": "get_weather"}}
+NAMED = REQUESTS["named"]["tool_choice"]
 # render side: what adjust_request sets (skip_special_tokens, the structural tag)
 RENDER_REQUESTS = {
-    **{name: REQUESTS[name] for name in ("auto", "none", "required", "no_parallel", "no_tools")},
-    "named": {"tools": TOOLS, "tool_choice": NAMED},
+    **{name: REQUESTS[name] for name in ("auto", "none", "required", "named", "no_parallel", "no_tools")},
     "auto_strict": {"tools": [dict(TOOLS[0], function=dict(TOOLS[0]["function"], strict=True)), TOOLS[1]]},
 }
 _RICH = {"type": "function", "function": {"name": "book", "strict": True, "parameters": {

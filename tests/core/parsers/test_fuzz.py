@@ -20,6 +20,8 @@ one documented in core/parsers/README.md):
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
   with the reasoning (only the end of the output decides it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last).
+* Kimi K3: text the non-streaming rule drops or keeps by looking ahead (text before a later
+  response channel, a response channel after the tools, a think open not at the start...).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
 per family; `slow` runs thousands of cases.
 """
