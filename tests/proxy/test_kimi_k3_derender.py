@@ -20,6 +20,8 @@ from proxy.app import create_app
 from proxy.config import ServerConfig
 from tests.core.parsers.parser_models import KIMI_K3_TOKENS, with_added_tokens
 from tests.core.parsers.test_kimi_k3 import lookahead
+from tests.oracle_fixtures import scrub
+from tests.proxy.frontier_derender import aggregate
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "kimi_k3.json")
                     .read_text(encoding="utf-8"))
@@ -48,61 +50,47 @@ def _request(case):
             "chat_template_kwargs": case["chat_template_kwargs"]}
 
 
-def _choice(record, ids, finish):
-    return {"index": 0, "finish_reason": finish, "token_ids": ids,
-            "stop_reason": EOS if finish == "stop" and ids and ids[-1] == EOS else None}
+def _choice(ids, finish, last=True):
+    """The engine's choice: the stop token's id as stop_reason on the chunk that ends by EOS."""
+    stop = EOS if last and finish == "stop" and ids and ids[-1] == EOS else None
+    return {"index": 0, "finish_reason": finish if last else None, "stop_reason": stop, "token_ids": ids}
 
 
-def _calls(calls):
-    return [{"id": "chatcmpl-tool-<16hex>" if c["id"].startswith("chatcmpl-tool-") and len(c["id"]) == 30 else c["id"],
-             "name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls or []]
+def _message(message_or_agg, calls):
+    shaped = [{"id": scrub({"id": c.get("id")})["id"], "name": (c.get("function") or c)["name"],
+               "arguments": (c.get("function") or c)["arguments"]} for c in calls]
+    return {"reasoning": message_or_agg.get("reasoning") or None, "content": message_or_agg.get("content") or None,
+            "tool_calls": shaped}
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 async def test_derender_equals_vllm_and_streams_to_it(client, k3_model, record):
     prompt = k3_model.tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<|open|>think<|sep|>")
-    ids, finish = record["token_ids"], record["engine_finish_reason"]
-    request = _request(record["case"])
+    ids, finish, request = record["token_ids"], record["engine_finish_reason"], _request(record["case"])
+    want = dict(record["message"], content=record["message"]["content"] or None)
     resp = await client.post(CHAT, json={"prompt_token_ids": prompt, "chat_request": request, "generate_response": {
-        "request_id": RID, "choices": [_choice(record, ids, finish)]}})
+        "request_id": RID, "choices": [_choice(ids, finish)]}})
     body = await resp.json()
     assert resp.status == 200, body
     choice = body["choices"][0]
-    message = choice["message"]
-    want = record["message"]
-    assert message.get("reasoning") == want["reasoning"]
-    assert message["content"] == want["content"]
-    assert _calls(message.get("tool_calls")) == want["tool_calls"]
+    assert _message(choice["message"], choice["message"].get("tool_calls") or []) == want
     assert choice["finish_reason"] == record["finish_reason"]
 
-    state, agg, calls, last = None, {"reasoning": "", "content": ""}, {}, None
+    # one engine token per call, the stream state carried by the client
+    state, chunks = None, []
     for n, tid in enumerate(ids):
-        end = n == len(ids) - 1
         chunk = {"request_id": RID, "usage": None, "output_mode": "tokens",
-                 "choices": [_choice(record, [tid], finish) if end else
-                             {"index": 0, "finish_reason": None, "stop_reason": None, "token_ids": [tid]}]}
+                 "choices": [_choice([tid], finish, last=n == len(ids) - 1)]}
         resp = await client.post(CHAT, json={"stream": True, "generate_chunk": chunk, "stream_state": state,
-                                             "prompt_token_ids": prompt if n == 0 else None,
-                                             "chat_request": request})
+                                             "prompt_token_ids": prompt if n == 0 else None, "chat_request": request})
         data = await resp.json()
         assert resp.status == 200, data
         state = data["stream_state"]
-        for c in data["chunk"]["choices"]:
-            delta = c["delta"]
-            agg["reasoning"] += delta.get("reasoning") or ""
-            agg["content"] += delta.get("content") or ""
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
-                slot["id"] = slot["id"] or tc.get("id")
-                slot["name"] += (tc.get("function") or {}).get("name") or ""
-                slot["arguments"] += (tc.get("function") or {}).get("arguments") or ""
-            last = c.get("finish_reason") or last
-    if lookahead(record["case"]):
-        return
-    assert (agg["reasoning"] or None) == want["reasoning"]
-    assert (agg["content"] or None) == (want["content"] or None)
-    assert _calls([{"id": c["id"], "function": c} for c in (calls[i] for i in sorted(calls))]) == want["tool_calls"]
-    assert last == record["finish_reason"]
+        chunks.append(data["chunk"])
+    agg = aggregate(chunks)
+    assert agg["finish_reason"] == record["finish_reason"]
+    if not lookahead(record["case"]):
+        assert _message(agg, [agg["calls"][i] for i in sorted(agg["calls"])]) == want
 
 
 def _k3_architecture_dir(model_dirs, tmp_path_factory) -> Path:
@@ -135,10 +123,8 @@ async def test_k3_architecture_needs_tokenizer_mode_hf_and_then_derenders(aiohtt
     record = next(r for r in RECORDS if r["case"]["name"] == "content_call__k3_auto_on")
     resp = await client.post(CHAT, json={
         "prompt_token_ids": [1, 2, 3], "chat_request": _request(record["case"]), "generate_response": {
-            "request_id": RID, "choices": [_choice(record, record["token_ids"], record["engine_finish_reason"])]}})
+            "request_id": RID, "choices": [_choice(record["token_ids"], record["engine_finish_reason"])]}})
     body = await resp.json()
     assert resp.status == 200, body
     message = body["choices"][0]["message"]
-    assert (message.get("reasoning"), message["content"]) == (record["message"]["reasoning"],
-                                                               record["message"]["content"])
-    assert _calls(message.get("tool_calls")) == record["message"]["tool_calls"]
+    assert _message(message, message.get("tool_calls") or []) == record["message"]
