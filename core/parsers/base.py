@@ -121,6 +121,9 @@ class ToolParser(ABC):
     # content is the answer as the family gives it (vLLM's path for such a format applies none of
     # the generic content rules: whitespace-only content beside calls or under a forced choice stays)
     unified: ClassVar[bool] = False
+    # vLLM's generic rule for forced choices: whitespace-only content without a call is dropped
+    # (off for a family whose vLLM parser composes its own answer: Kimi K3 keeps it)
+    forced_blank_dropped: ClassVar[bool] = True
 
     def __init__(self, ctx: ParserContext) -> None:
         self.ctx = ctx

@@ -129,6 +129,7 @@ class ChatOutputParser:
         self.include_reasoning = getattr(request, "include_reasoning", True) is not False
         self.parallel = getattr(request, "parallel_tool_calls", True) is not False
         self.forced = self.choice in ("required", "named")
+        self.forced_blank = self.forced and (tools is None or tools.forced_blank_dropped)
         # vLLM's `_engine_based` composition: an engine tool parser behind no reasoning parser or
         # an engine-based one (its markup-free content is the answer even without a call, and it
         # runs under tool_choice "none" too)
@@ -303,7 +304,7 @@ class ChatOutputParser:
         state["ws"] += text
         if final:
             held, state["ws"] = state["ws"], ""
-            return "" if (state.get("fc") or (self.forced and not state["inw"])) else held
+            return "" if (state.get("fc") or (self.forced_blank and not state["inw"])) else held
         return ""
 
     def _named(self, state: dict[str, Any], content: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
@@ -417,7 +418,7 @@ class ChatOutputParser:
             if rest and rest.strip() == "":
                 rest = None
             return calls, rest
-        if self.forced and (content is None or not content.strip()):
+        if self.forced_blank and (content is None or not content.strip()):
             return [], None
         if self.engine_based:
             return None, rest or None

@@ -18,6 +18,7 @@ from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingRe
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
+from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
                                            MiniMaxM2ToolParser)
@@ -41,6 +42,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "granite": GraniteReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
+    "kimi_k3": KimiK3ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "minimax_m3": MiniMaxM3ReasoningParser,
@@ -66,6 +68,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
+    "kimi_k3": KimiK3ToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,

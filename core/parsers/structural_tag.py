@@ -58,7 +58,8 @@ class TagModel:
     def __init__(self, envelopes: list[tuple[str, str]], triggers: list[str], *, style: str = "json",
                  excludes: list[str] | None = None, separator: str = "",
                  wrapper: tuple[str, str] | None = None, required_triggered: bool = False,
-                 named_single_tag: bool = True, function_level: bool = False) -> None:
+                 named_single_tag: bool = True, function_level: bool = False,
+                 named_single_call: bool = True) -> None:
         self.envelopes = envelopes
         self.triggers = triggers
         self.style = style
@@ -68,6 +69,8 @@ class TagModel:
         self.required_triggered = required_triggered
         self.named_single_tag = named_single_tag  # a named choice is one bare tag (else a 1-tag list)
         self.function_level = function_level  # the family's default strict level is FUNCTION: always a tag
+        # a named choice stops after the first call (xgrammar's builtin models; vLLM's own K3 tag does not)
+        self.named_single_call = named_single_call
 
     def tags(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tags = []
@@ -149,7 +152,7 @@ def apply_structural_tag(request: Any, model: TagModel) -> Any:
         if not functions:  # xgrammar's check (a chat request never gets here: its validator checks first)
             raise bad_request(f"The tool with name '{named}' is not found in the tools list.")
     fmt = model.format(functions, required=not (is_auto and output is None), named=named is not None)
-    if single_call or named is not None:
+    if single_call or (named is not None and model.named_single_call):
         _limit_to_single_call(fmt)
     if output is not None:
         fmt = {"type": "or", "elements": [fmt, output]}

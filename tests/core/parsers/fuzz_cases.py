@@ -736,6 +736,70 @@ def minimax_m3_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, call)
 
 
+K3_O, K3_C, K3_S = "<|open|>", "<|close|>", "<|sep|>"
+K3_TAGS = (K3_O, K3_C, K3_S, f"{K3_O}response{K3_S}", f"{K3_C}response{K3_S}", f"{K3_O}think{K3_S}",
+           f"{K3_C}think{K3_S}", f"{K3_O}tools{K3_S}", f"{K3_C}argument{K3_S}", f"{K3_C}message{K3_S}")
+K3_TYPES = ("string", "string", "number", "boolean", "null", "object", "array", "")
+
+
+def kimi_k3_text(rng: Random, case: dict[str, Any]) -> str:
+    """Kimi K3 XTML: a think channel (the prompt may have opened it), a response channel (its open
+    may be the prompt's), a tools channel of typed `argument` blocks, the message close."""
+    fam = FAMILIES["kimi_k3"]
+
+    def el(name: str, body: str, attrs: str = "", close: bool = True) -> str:
+        head = f"{K3_O}{name} {attrs}{K3_S}" if attrs else f"{K3_O}{name}{rng.choice(['', '', ' '])}{K3_S}"
+        return head + body + (f"{K3_C}{name}{K3_S}" if close else "")
+
+    def argument() -> str:
+        kind = rng.choice(K3_TYPES)
+        value = text_value(rng, fam.tags) if kind == "string" else dumps(rng, json_value(rng))
+        if chance(rng, 0.05):
+            value = prose(rng, (), 2)  # not JSON
+        attrs = f'key="{rng.choice(KEYS)}"' + (f' type="{kind}"' if kind else "")
+        return el("argument", value, attrs)
+
+    def call(i: int) -> str:
+        name = rng.choice(TOOL_NAMES + ["unknown_tool", 'a&quot;b', ""])
+        attrs = (f'tool="{name}" ' if name or chance(rng, 0.5) else "") + f'index="{i}"'
+        return el("call", "".join(argument() for _ in range(rng.randint(0, 3))), attrs) + spaces(rng) * chance(rng, 0.2)
+
+    out = ""
+    shape = rng.randrange(6)
+    body = prose(rng, fam.tags, 8)
+    if shape == 1:
+        out += el("think", body) + spaces(rng) * chance(rng, 0.3)
+    elif shape == 2:
+        out += body + f"{K3_C}think{K3_S}"  # opened by the prompt
+    elif shape == 3:
+        out += el("think", body, close=False)
+    elif shape == 4:
+        out += el("think", "")
+    shape = rng.randrange(5)
+    body = prose(rng, fam.tags) if chance(rng, 0.8) else spaces(rng)
+    if shape == 1:
+        out += el("response", body)
+    elif shape == 2:
+        out += body + f"{K3_C}response{K3_S}"  # opened by the prompt
+    elif shape == 3:
+        out += body
+    elif shape == 4:
+        out += el("response", body, close=False)
+    calls = [call(i + 1) for i in range(rng.choice([0, 0, 1, 1, 2, 3]))]
+    if calls:
+        section = el("tools", "".join(calls), close=not chance(rng, 0.1))
+        if chance(rng, 0.1):
+            section = corrupt(rng, section, fam.tags)
+            case["malformed"] = True
+        out += section
+    if chance(rng, 0.1):
+        out += prose(rng, fam.tags, 3)
+        case["malformed"] = True
+    if chance(rng, 0.5):
+        out += f"{K3_C}message{K3_S}"
+    return out
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -815,6 +879,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("step3", "step3", ("step3", "step3", None), ("step3", "step3", None), step3_text, tags=STEP3_TAGS),
     Family("minimax_m3", "minimax_m3", ("minimax_m3", "minimax_m3", None), ("minimax_m3", "minimax_m3", None),
            minimax_m3_text, tags=MINIMAX_M3_TAGS, kwargs=({}, {"thinking_mode": "enabled"})),
+    Family("kimi_k3", "kimi_k3", ("kimi_k3", "kimi_k3", None), ("kimi_k3", "kimi_k3", None), kimi_k3_text,
+           tags=K3_TAGS, kwargs=({}, {}, {"thinking": False}, {"enable_thinking": False})),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

