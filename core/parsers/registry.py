@@ -23,6 +23,7 @@ from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, 
                                            MiniMaxM2ToolParser)
 from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
+from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
 from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
@@ -73,6 +74,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
     "openai": HarmonyToolParser,
+    "phi4_mini_json": Phi4MiniJsonToolParser,
     "pythonic": PythonicToolParser,
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,

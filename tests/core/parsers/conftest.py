@@ -70,3 +70,13 @@ def step3(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def minimax_m3(parser_models) -> ModelInfo:
     return parser_models["minimax_m3"]
+
+
+@pytest.fixture(scope="session")
+def internlm(parser_models) -> ModelInfo:
+    return parser_models["internlm"]
+
+
+@pytest.fixture(scope="session")
+def jamba(parser_models) -> ModelInfo:
+    return parser_models["jamba"]
