@@ -17,6 +17,7 @@ from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.internlm import InternLMToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
@@ -66,6 +67,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "granite4": Granite4ToolParser,
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
+    "internlm": InternLMToolParser,
     "kimi_k2": KimiK2ToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
