@@ -18,6 +18,7 @@ from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingRe
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
 from core.parsers.families.internlm import InternLMToolParser
+from core.parsers.families.jamba import JambaToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
@@ -68,6 +69,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
     "internlm": InternLMToolParser,
+    "jamba": JambaToolParser,
     "kimi_k2": KimiK2ToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
