@@ -24,11 +24,15 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from record_golden import EOS, adjusted, record_cases  # noqa: E402
-from vllm.tokenizers import get_tokenizer  # noqa: E402
+from record_golden import EOS, adjusted, record_cases
+from vllm.tokenizers import get_tokenizer
 
-from tests.core.parsers.json_block_cases import REQUESTS, cases  # noqa: E402
-from tests.core.parsers.parser_models import INTERNLM_TOKENS, JAMBA_TOKENS, with_added_tokens  # noqa: E402
+from tests.core.parsers.json_block_cases import REQUESTS, cases
+from tests.core.parsers.parser_models import (
+    INTERNLM_TOKENS,
+    JAMBA_TOKENS,
+    with_added_tokens,
+)
 
 TOKENS = {"phi4_mini_json": [], "internlm": INTERNLM_TOKENS, "jamba": JAMBA_TOKENS}
 
@@ -38,7 +42,7 @@ def record(family, tok, model):
     for case in cases(family):
         try:
             records += record_cases([case], tok, model)
-        except Exception as exc:  # vLLM's server answers such an output with an error
+        except Exception as exc:  # noqa: BLE001 - vLLM's server answers such an output with an error
             ids = tok.encode(case["text"], add_special_tokens=False)
             records.append({"case": case, "token_ids": [*ids, EOS] if case["finish"] == "stop" else ids,
                             "text_ids": ids, "engine_finish_reason": case["finish"],

@@ -20,7 +20,11 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import INTERNLM_TOKENS, JAMBA_TOKENS, with_added_tokens
+from tests.core.parsers.parser_models import (
+    INTERNLM_TOKENS,
+    JAMBA_TOKENS,
+    with_added_tokens,
+)
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier"

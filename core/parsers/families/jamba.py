@@ -22,7 +22,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.parsers.families.json_block import BodyFailed, Call, JsonBlockToolParser, named_call
+from core.parsers.families.json_block import (
+    BodyFailed,
+    Call,
+    JsonBlockToolParser,
+    named_call,
+)
 from core.parsers.jsonstream import dumps
 
 

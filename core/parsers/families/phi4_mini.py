@@ -19,7 +19,12 @@ from __future__ import annotations
 
 import json
 
-from core.parsers.families.json_block import BodyFailed, Call, JsonBlockToolParser, named_call
+from core.parsers.families.json_block import (
+    BodyFailed,
+    Call,
+    JsonBlockToolParser,
+    named_call,
+)
 from core.parsers.jsonstream import dumps
 
 

@@ -18,9 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.core.parsers.golden_checks import adjusted_request, flat, nonstream_message, per_token_run, streamed_messages
+from tests.core.parsers.golden_checks import (
+    adjusted_request,
+    flat,
+    nonstream_message,
+    per_token_run,
+    streamed_messages,
+)
 from tests.core.parsers.helpers import chunk_texts, make_parser, stream
-from tests.core.parsers.json_block_cases import FAMILIES, INTERNLM_RAISES, S, TOOLS, W
+from tests.core.parsers.json_block_cases import FAMILIES, INTERNLM_RAISES, TOOLS, S, W
 
 FIXTURE = {"phi4_mini_json": "qwen3", "internlm": "internlm", "jamba": "jamba"}
 GOLDEN_DIR = Path(__file__).parent / "golden_frontier"
