@@ -17,6 +17,8 @@ from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.internlm import InternLMToolParser
+from core.parsers.families.jamba import JambaToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
@@ -24,6 +26,7 @@ from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, 
                                            MiniMaxM2ToolParser)
 from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
+from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
 from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
@@ -67,6 +70,8 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "granite4": Granite4ToolParser,
     "hermes": HermesToolParser,
     "qwen3_json": HermesToolParser,
+    "internlm": InternLMToolParser,
+    "jamba": JambaToolParser,
     "kimi_k2": KimiK2ToolParser,
     "kimi_k3": KimiK3ToolParser,
     "llama3_json": Llama3JsonToolParser,
@@ -76,6 +81,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
     "openai": HarmonyToolParser,
+    "phi4_mini_json": Phi4MiniJsonToolParser,
     "pythonic": PythonicToolParser,
     "qwen3_coder": Qwen3XmlToolParser,
     "qwen3_xml": Qwen3XmlToolParser,

@@ -1,5 +1,5 @@
 """What the in-process recorders of one family's goldens share (oracle's venv; imported by
-record_step3.py and record_minimax_m3.py, never by the tests).
+record_step3.py, record_minimax_m3.py and record_json_block.py, never by the tests).
 
 `record_cases`: per case (tests/core/parsers/<family>_cases.py), the token ids (the text encoded,
 the EOS <|im_end|> appended unless the case ends by length), vLLM's non-streaming answer and

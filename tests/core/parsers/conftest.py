@@ -75,3 +75,13 @@ def minimax_m3(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def kimi_k3(parser_models) -> ModelInfo:
     return parser_models["kimi_k3"]
+
+
+@pytest.fixture(scope="session")
+def internlm(parser_models) -> ModelInfo:
+    return parser_models["internlm"]
+
+
+@pytest.fixture(scope="session")
+def jamba(parser_models) -> ModelInfo:
+    return parser_models["jamba"]

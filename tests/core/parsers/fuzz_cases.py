@@ -813,6 +813,54 @@ GRANITE4_PROMPTS = (None, None, ("<|start_of_role|>user<|end_of_role|>hi<|end_of
                                  "<|start_of_role|>assistant<|end_of_role|>"),
                     "<|im_start|>assistant\n<think>\n</think>\n")
 
+# The single-block JSON families: phi4_mini_json (`functools[...]`), internlm (one
+# `<|action_start|><|plugin|>{...}<|action_end|>`), jamba (`<tool_calls>[...]</tool_calls>`)
+BLOCKS = {"phi4_mini_json": ("functools[", "]"), "internlm": ("<|action_start|><|plugin|>", "<|action_end|>"),
+          "jamba": ("<tool_calls>", "</tool_calls>")}
+
+
+def json_block_call(rng: Random, case: dict[str, Any], fam: Family) -> dict[str, Any]:
+    obj: dict[str, Any] = {"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
+    shape = rng.randrange(10)
+    if shape == 0:
+        obj = {"arguments": obj["arguments"], "name": obj["name"]}
+    elif shape == 1:
+        obj = {"name": obj["name"], "parameters": obj["arguments"]}  # (jamba: not a call)
+        case["malformed"] = case["malformed"] or fam.name == "jamba"
+    elif shape == 2:
+        obj["arguments"] = json_value(rng, fam.tags)
+    return obj
+
+
+def json_block_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES[case["family"]]
+    start, end = BLOCKS[fam.name]
+    forced = forced_output(rng, case)
+    if forced is not None:
+        return forced
+    before = prose(rng, fam.tags) if chance(rng, 0.5) else spaces(rng)
+    if chance(rng, 0.2):
+        return before
+    calls = [json_block_call(rng, case, fam) for _ in range(1 if fam.name == "internlm" else rng.choice([1, 1, 2, 3]))]
+    body = dumps(rng, calls[0]) if fam.name == "internlm" else dumps(rng, calls)
+    if fam.name == "phi4_mini_json":
+        body = body[1:-1]  # (functools[ ... ] is the list's own brackets)
+    if chance(rng, 0.1):
+        body = corrupt(rng, body, fam.tags)
+        case["malformed"] = True
+    closing = "" if chance(rng, 0.05) else end
+    # a marker (phi4: any `]`) inside the body ends it early; an unclosed block is all content
+    if any(t in body for t in fam.tags) or not closing:
+        case["malformed"] = True
+    after = rng.choice(["", "", spaces(rng), prose(rng, fam.tags, 3)])
+    if fam.name == "internlm" and chance(rng, 0.05):
+        after += start + dumps(rng, json_block_call(rng, case, fam)) + end  # a second action: vLLM raises
+        case["malformed"] = True
+    if "<|action_start|>" in after or start in before:
+        case["malformed"] = True  # (internlm: a second marker after the call makes vLLM raise)
+    return before + start + rng.choice(["", "\n", " "]) + body + rng.choice(["", "\n"]) + closing + after
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("hermes", "qwen3", ("hermes", "qwen3_json"), ("qwen3", "qwen3", None, "deepseek_r1"), hermes_text,
            tags=("<tool_call>", "</tool_call>", "<think>", "</think>"),
@@ -881,6 +929,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            minimax_m3_text, tags=MINIMAX_M3_TAGS, kwargs=({}, {"thinking_mode": "enabled"})),
     Family("kimi_k3", "kimi_k3", ("kimi_k3", "kimi_k3", None), ("kimi_k3", "kimi_k3", None), kimi_k3_text,
            tags=K3_TAGS, kwargs=({}, {}, {"thinking": False}, {"enable_thinking": False})),
+    Family("phi4_mini_json", "qwen3", ("phi4_mini_json",), (None,), json_block_text, tags=("functools[", "]")),
+    Family("internlm", "internlm", ("internlm",), (None,), json_block_text,
+           tags=("<|action_start|><|plugin|>", "<|action_end|>", "<|action_start|>", "<|plugin|>")),
+    Family("jamba", "jamba", ("jamba",), (None,), json_block_text, tags=("<tool_calls>", "</tool_calls>")),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

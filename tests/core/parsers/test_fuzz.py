@@ -20,6 +20,7 @@ one documented in core/parsers/README.md):
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
   with the reasoning (only the end of the output decides it); granite_thinking_parser the same
   for an absent content;
+* phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
@@ -137,6 +138,9 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     if (case["tool_parser"] in ("llama3_json", "llama4_json") and same_calls and w["tool_calls"]
             and w["content"] is None and g["content"] == text[:text.find("{")]):
         return "prose before the first llama3_json call"
+    if (case["tool_parser"] == "phi4_mini_json" and same_calls and w["content"] is None
+            and g["content"] == text[:text.find("functools[")]):
+        return "text before the phi4_mini_json block"
     if (case["tokenizer"] == "mistral3" and same_calls and not w["tool_calls"] and "[TOOL_CALLS]" in text
             and g["content"] == text.split("[TOOL_CALLS]")[0] + (w["content"] or "")):
         return "text before [TOOL_CALLS] without a valid call"

@@ -93,6 +93,9 @@ VLLM_BUGS = {
 }
 
 
+INTERNLM_RAISES = "internlm: vLLM's parser raises (a second marker, invalid JSON, no name); ours is all content"
+
+
 def _vllm_answers(cases: list[dict[str, Any]], dirs: dict[str, Path], tmp_path: Path) -> list[dict[str, Any]]:
     src, dst = tmp_path / "cases.json", tmp_path / "vllm.json"
     src.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
@@ -113,6 +116,12 @@ def test_non_streaming_equals_vllm(parser_models, parser_model_dirs, tmp_path):
         counts = table.setdefault(case["family"], {"cases": 0, "equal": 0})
         counts["cases"] += 1
         if "error" in theirs:
+            ours = non_streaming_message(case, parser_models)
+            if case["tool_parser"] == "internlm" and ours["message"] == {
+                    "reasoning": None, "content": case["text"], "tool_calls": []}:
+                # vLLM's internlm raises (its server answers an error); ours is the output as content
+                counts[INTERNLM_RAISES] = counts.get(INTERNLM_RAISES, 0) + 1
+                continue
             unexplained.append((case, theirs, None))
             continue
         for call in theirs["message"]["tool_calls"]:
