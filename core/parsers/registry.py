@@ -16,7 +16,7 @@ from core.parsers.families.gemma4 import Gemma4ReasoningParser, Gemma4ToolParser
 from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
-from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.hermes import HermesToolParser, LongcatToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
@@ -69,6 +69,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,
+    "longcat": LongcatToolParser,
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,

@@ -19,7 +19,7 @@ def test_reasoning_registered(name):
 
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
                                   "minimax_m2", "granite4", "gemma4", "step3",
-                                  "minimax_m3"])
+                                  "minimax_m3", "longcat"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -34,6 +34,7 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "gemma4" not in missing_tools and "gemma4" not in missing_reasoning
     assert "step3" not in missing_tools and "step3" not in missing_reasoning
     assert "minimax_m3" not in missing_tools and "minimax_m3" not in missing_reasoning
+    assert "longcat" not in missing_tools
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)
