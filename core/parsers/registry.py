@@ -23,6 +23,7 @@ from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, 
                                            MiniMaxM2ToolParser)
 from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
+from core.parsers.families.olmo3 import Olmo3ReasoningParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
 from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
@@ -46,6 +47,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "minimax_m3": MiniMaxM3ReasoningParser,
     "mistral": MistralReasoningParser,
     "nemotron_v3": NemotronV3ReasoningParser,
+    "olmo3": Olmo3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,

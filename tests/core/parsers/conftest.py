@@ -75,3 +75,8 @@ def minimax_m3(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def longcat(parser_models) -> ModelInfo:
     return parser_models["longcat"]
+
+
+@pytest.fixture(scope="session")
+def olmo3(parser_models) -> ModelInfo:
+    return parser_models["olmo3"]
