@@ -4,7 +4,7 @@ entries (Olmo 3 has no think tokens), read as text (vLLM 0.33's Olmo3ReasoningPa
 vLLM's non-streaming rule (`parse_complete`, exact): `^(?:<think>)?(.*?)</think>(.*)$` over the
 whole output: reasoning is the text before the first `</think>` (one leading `<think>` dropped,
 any other kept as text), content everything after it, markers included; an empty part is None.
-Without a `</think>` the whole output is content.
+Without a `</think>` the whole output is content (an empty output: content "").
 
 Streaming: the output starts in reasoning (a leading `<think>`, even split across chunks, is
 dropped); the text before the first `</think>` streams as reasoning (only a partial `</think>` is
@@ -54,7 +54,7 @@ class Olmo3ReasoningParser(ReasoningParser):
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
         match = _SPLIT.match(text)
         if match is None:
-            return None, text or None
+            return None, text  # (vLLM's: an empty output is content "", not None)
         return match["reasoning"] or None, match["content"] or None
 
     # -- streaming --------------------------------------------------------------------------
