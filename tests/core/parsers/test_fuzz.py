@@ -21,6 +21,7 @@ one documented in core/parsers/README.md):
   with the reasoning (only the end of the output decides it); granite_thinking_parser the same
   for an absent content;
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
+* olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
@@ -88,6 +89,8 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
             and "<mm:think>" in text and not text.startswith("<mm:think>")):
         return "minimax_m3 thinking on: a <mm:think> after text"
+    if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
+        return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):
