@@ -16,7 +16,7 @@ from core.parsers.families.gemma4 import Gemma4ReasoningParser, Gemma4ToolParser
 from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
 from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
-from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.hermes import HermesToolParser, LongcatToolParser
 from core.parsers.families.internlm import InternLMToolParser
 from core.parsers.families.jamba import JambaToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
@@ -26,6 +26,7 @@ from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, 
                                            MiniMaxM2ToolParser)
 from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
+from core.parsers.families.olmo3 import Olmo3ReasoningParser
 from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
@@ -51,6 +52,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "minimax_m3": MiniMaxM3ReasoningParser,
     "mistral": MistralReasoningParser,
     "nemotron_v3": NemotronV3ReasoningParser,
+    "olmo3": Olmo3ReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
@@ -77,6 +79,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "llama3_json": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,
     "llama4_pythonic": Llama4PythonicToolParser,
+    "longcat": LongcatToolParser,
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,

@@ -1,4 +1,5 @@
-"""hermes / qwen3_json: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
+"""hermes / qwen3_json: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, and longcat
+(the same with `<longcat_tool_call>` markers).
 
 vLLM's non-streaming rule (`extract_complete`, exact): content is the text before the first
 `<tool_call>`; every `<tool_call>(.*?)</tool_call>` (or an unclosed last one) must hold a JSON
@@ -30,7 +31,6 @@ from core.parsers.text import partial_suffix
 
 TOOL_START = "<tool_call>"
 TOOL_END = "</tool_call>"
-_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 _WS = " \t\n\r"
 
 
@@ -119,12 +119,25 @@ class JsonCallReader:
                     and call["ak"] is not None and call["hdr"])
 
 
+def hermes_tag_model(start: str, end: str) -> TagModel:
+    """vLLM's hermes-style structural tag: both envelopes (with and without the newlines)."""
+    return TagModel([(start + '\n{"name": "{name}", "arguments": ', "}\n" + end),
+                     (start + '{"name": "{name}", "arguments": ', "}" + end)], [start])
+
+
+def hermes_call_re(start: str, end: str) -> re.Pattern[str]:
+    """vLLM's call regex: closed calls, or an unclosed last one."""
+    return re.compile(f"{re.escape(start)}(.*?){re.escape(end)}|{re.escape(start)}(.*)", re.DOTALL)
+
+
 class HermesToolParser(ToolParser):
     name = "hermes"
     # vLLM constrains required/named calls with its structural tag, then parses them as "auto"
     supports_required_and_named = False
-    TAG_MODEL = TagModel([('<tool_call>\n{"name": "{name}", "arguments": ', "}\n</tool_call>"),
-                          ('<tool_call>{"name": "{name}", "arguments": ', "}</tool_call>")], [TOOL_START])
+    # the call markers (a variant family, e.g. longcat, only changes these three)
+    START, END = TOOL_START, TOOL_END
+    CALL_RE = hermes_call_re(START, END)
+    TAG_MODEL = hermes_tag_model(START, END)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -140,11 +153,11 @@ class HermesToolParser(ToolParser):
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        if TOOL_START not in text:
+        if self.START not in text:
             return None, text
         try:
             calls = []
-            for closed, unclosed in _CALL_RE.findall(text):
+            for closed, unclosed in self.CALL_RE.findall(text):
                 obj = json.loads(closed if closed else unclosed)
                 name = obj["name"]
                 if not isinstance(name, str):
@@ -152,7 +165,7 @@ class HermesToolParser(ToolParser):
                 calls.append({"id": None, "name": escape_lone_surrogates(name), "arguments": dumps(obj["arguments"])})
         except Exception:  # noqa: BLE001 - vLLM falls back to plain content on any failure
             return None, text
-        content = text[: text.find(TOOL_START)]
+        content = text[: text.find(self.START)]
         return calls, content or None
 
     # -- streaming --------------------------------------------------------------------------
@@ -182,9 +195,9 @@ class HermesToolParser(ToolParser):
                 content.append(buf[pos:])
                 pos = len(buf)
             elif ph in (self.TEXT, self.AFTER):
-                at = buf.find(TOOL_START, pos)
+                at = buf.find(self.START, pos)
                 if at == -1:
-                    keep = partial_suffix(buf[pos:], (TOOL_START,))
+                    keep = partial_suffix(buf[pos:], (self.START,))
                     if ph == self.TEXT:
                         content.append(buf[pos:len(buf) - keep])
                     state["h"] = buf[len(buf) - keep:]
@@ -192,21 +205,21 @@ class HermesToolParser(ToolParser):
                 else:
                     if ph == self.TEXT:
                         content.append(buf[pos:at])
-                    pos = at + len(TOOL_START)
+                    pos = at + len(self.START)
                     self._open_call(state)
             else:  # inside a call: only </tool_call> ends it
-                at = buf.find(TOOL_END, pos)
-                end = at if at != -1 else len(buf) - partial_suffix(buf[pos:], (TOOL_END,))
+                at = buf.find(self.END, pos)
+                end = at if at != -1 else len(buf) - partial_suffix(buf[pos:], (self.END,))
                 self._call_text(state, buf[pos:end], out, content)
                 if at == -1:
                     state["h"] = buf[end:]
                     pos = len(buf)
                 else:
-                    pos = at + len(TOOL_END)
+                    pos = at + len(self.END)
                     if state["ph"] == self.CALL:
                         self._close_call(state, out, content, closed=True)
                     elif state["ph"] == self.PLAIN:  # the call fell back just now: its end tag too
-                        content.append(TOOL_END)
+                        content.append(self.END)
         return "".join(content), out
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
@@ -228,7 +241,7 @@ class HermesToolParser(ToolParser):
         state["c"] = self.reader.new_call(state["n"])
         state["n"] += 1
         # raw text is kept only until the name is sent, for the plain-content fallback
-        state["raw"] = TOOL_START if state["n"] == 1 else None
+        state["raw"] = self.START if state["n"] == 1 else None
 
     def _call_text(self, state: State, text: str, out: list[ToolCallDelta], content: list[str]) -> None:
         call = state["c"]
@@ -262,9 +275,20 @@ class HermesToolParser(ToolParser):
             self.reader.finish_scalar(call, out)
         if call is not None and not self.reader.complete(call) and state["raw"] is not None:
             if closed:
-                state["raw"] += TOOL_END
+                state["raw"] += self.END
             self._fall_back(state, content)
             return
         state["c"] = None
         state["raw"] = None
         state["ph"] = self.AFTER
+
+
+class LongcatToolParser(HermesToolParser):
+    """longcat (meituan-longcat/LongCat-Flash-*): hermes with `<longcat_tool_call>` markers,
+    vLLM 0.33's LongcatFlashToolParser (a Hermes2ProToolParser subclass, its own structural tag
+    with the same two envelopes)."""
+
+    name = "longcat"
+    START, END = "<longcat_tool_call>", "</longcat_tool_call>"
+    CALL_RE = hermes_call_re(START, END)
+    TAG_MODEL = hermes_tag_model(START, END)

