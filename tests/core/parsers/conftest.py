@@ -70,3 +70,8 @@ def step3(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def minimax_m3(parser_models) -> ModelInfo:
     return parser_models["minimax_m3"]
+
+
+@pytest.fixture(scope="session")
+def ernie45(parser_models) -> ModelInfo:
+    return parser_models["ernie45"]
