@@ -26,6 +26,10 @@ from core.parsers.families.granite4 import (
 )
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser
+from core.parsers.families.hunyuan_a13b import (
+    HunyuanA13BReasoningParser,
+    HunyuanA13BToolParser,
+)
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
 from core.parsers.families.minimax import (
@@ -65,6 +69,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
+    "hunyuan_a13b": HunyuanA13BReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
@@ -90,6 +95,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "glm47": Glm45ToolParser,
     "granite4": Granite4ToolParser,
     "hermes": HermesToolParser,
+    "hunyuan_a13b": HunyuanA13BToolParser,
     "qwen3_json": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
     "llama3_json": Llama3JsonToolParser,

@@ -12,14 +12,14 @@ from core.render import RenderOptions
 @pytest.mark.parametrize("name", ["openai_gptoss", "deepseek_v4", "deepseek_v41", "step3p5", "nemotron_v3",
                                   "seed_oss", "minimax_m2",
                                   "minimax_m2_append_think", "granite_thinking_parser",
-                                  "gemma4", "step3", "minimax_m3", "ernie45"])
+                                  "gemma4", "step3", "minimax_m3", "ernie45", "hunyuan_a13b"])
 def test_reasoning_registered(name):
     assert registry.get_reasoning_parser(name).name == name
 
 
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
                                   "minimax_m2", "granite4", "gemma4", "step3",
-                                  "minimax_m3", "ernie45"])
+                                  "minimax_m3", "ernie45", "hunyuan_a13b"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -35,6 +35,7 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "step3" not in missing_tools and "step3" not in missing_reasoning
     assert "minimax_m3" not in missing_tools and "minimax_m3" not in missing_reasoning
     assert "ernie45" not in missing_tools and "ernie45" not in missing_reasoning
+    assert "hunyuan_a13b" not in missing_tools and "hunyuan_a13b" not in missing_reasoning
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)
