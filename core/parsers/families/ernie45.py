@@ -222,7 +222,7 @@ class Ernie45ToolParser(ToolParser):
         buf = state["buf"]
         # a match ends with </tool_call>: search only when one has arrived
         if buf.find(TC_END, max(0, state["seen"] - len(TC_END))) == -1:
-            state["seen"] = len(buf)
+            self._keep(state, buf)
             return ""
         pos = 0
         while (match := _CALL.search(buf, pos)) is not None:
@@ -237,9 +237,19 @@ class Ernie45ToolParser(ToolParser):
             calls.append({"index": state["n"], "id": None, "type": "function",
                           "function": {"name": call["name"], "arguments": call["arguments"]}})
             state["n"] += 1
-        state["buf"] = buf[pos:]
-        state["seen"] = len(state["buf"])
+        self._keep(state, buf[pos:])
         return ""
+
+    @staticmethod
+    def _keep(state: State, rest: str) -> None:
+        """Hold the text after the last match; after a call only later matches matter, and none
+        starts before the next <tool_call> (before the first call it is all kept: a failing body
+        makes it content)."""
+        if state["n"]:
+            at = rest.find(TC_START)
+            rest = rest[at:] if at != -1 else rest[len(rest) - partial_suffix(rest, (TC_START,)):]
+        state["buf"] = rest
+        state["seen"] = len(rest)
 
     def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
         held, state["h"] = state["h"], ""

@@ -141,10 +141,10 @@ def test_well_formed_outputs_stream_to_the_nonstream_answer(ernie45, pieces, ans
 def test_state_is_bounded_and_feed_cost_flat(ernie45):
     args = {f"p{i}": "v" * 40 for i in range(60)}
     text = "Reasoning about it. " * 300 + "</think>\n\n" + "Answer text. " * 300 + "\n" + \
-        call("ping", args) + "\n" + W * 20
+        call("ping", args) + "\n" + W * 20 + " after the calls" * 300
     parser = make_parser(ernie45, "ernie45", "ernie45", {"tools": TOOLS})
     costs, sizes = per_token_run(parser, ernie45, text)
     # one call's text (~4 KB) at most, nothing of the text before it
     assert max(sizes) < 6000, max(sizes)
-    assert sizes[len(sizes) // 4] < 600
+    assert sizes[len(sizes) // 4] < 600 and sizes[-1] < 600
     assert flat(costs)
