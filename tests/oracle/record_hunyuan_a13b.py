@@ -21,7 +21,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from record_golden import adjusted, parser_cls, record_cases
+from record_golden import adjusted, reasoning_ends, record_cases
 from vllm.tokenizers import get_tokenizer
 
 from tests.core.parsers.hunyuan_a13b_cases import FLAGS, PROMPTS, REQUESTS, cases
@@ -37,9 +37,7 @@ def main() -> None:
     import vllm
 
     tok = get_tokenizer(args.qwen3)
-    parser = parser_cls("hunyuan_a13b", None, tok)(tok, None, model_config=None)
-    ends = {name: {"prompt_token_ids": (ids := tok.encode(text, add_special_tokens=False)),
-                   "is_reasoning_end": parser.is_reasoning_end(ids)} for name, text in PROMPTS.items()}
+    ends = reasoning_ends(tok, "hunyuan_a13b", PROMPTS)
     records = record_cases(cases(), tok, MODEL)
     doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_hunyuan_a13b.py",
            "model": "tiny-qwen3 (the markers are text)", "records": records,
