@@ -10,7 +10,8 @@ reasoning, else the reasoning is the text before the first `</think>` and the co
 after it, narrowed to what lies between its first `<response>` and its last `</response>` when
 both are there in that order. `is_reasoning_end`: the last `<think>` / `</think>` of the ids.
 
-Reasoning streaming: text before `</think>` is reasoning (`<think>` tags dropped); after it,
+Reasoning streaming: text before `</think>` is reasoning (a `<think>` that opens the output
+dropped, any later one kept as text, as vLLM's partition keeps it); after it,
 whitespace is held until `<response>` (then dropped) or other text (then sent: the content is
 plain, its tags text); inside the response text streams and each `</response>` holds what follows
 it until another `</response>` (the held text is content then) or the end (dropped). Documented
@@ -52,7 +53,8 @@ RESPONSE_START, RESPONSE_END = "<response>", "</response>"
 TC_START, TC_END = "<tool_call>", "</tool_call>"
 _CALL = re.compile(r"<tool_call>\s*(?P<json>\{.*?\})\s*</tool_call>", re.DOTALL)
 
-# content phases of the reasoning stream (serialized as these letters)
+# phases of the reasoning stream besides think.py's (serialized as these letters)
+OPENING = "O"  # nothing yet: a `<think>` may open the output
 BEFORE = "B"  # after </think>, only whitespace so far (held in "w")
 PLAIN_CONTENT = "C"  # content with no response narrowing: tags are text
 IN_RESPONSE = "I"  # inside <response>
@@ -67,12 +69,22 @@ class Ernie45ReasoningParser(DeepSeekR1ReasoningParser):
 
     def tables(self) -> dict[str, dict[str, Action]]:
         # (the content phase is handled by `_content`, not by tag tables)
-        return {REASONING: {THINK_START: (None, False), THINK_END: (BEFORE, False)}, BEFORE: {}}
+        # (a `<think>` after the output's first characters stays text, as in vLLM's reasoning)
+        return {REASONING: {THINK_END: (BEFORE, False)}, BEFORE: {}}
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
-        return {"p": REASONING, "h": "", "w": ""}
+        return {"p": OPENING, "h": "", "w": ""}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        if state["p"] == OPENING:  # a `<think>` that opens the output is dropped
+            text = state["h"] + text
+            state["h"] = ""
+            if len(text) < len(THINK_START) and THINK_START.startswith(text):
+                state["h"] = text
+                return "", ""
+            state["p"] = REASONING
+            if text.startswith(THINK_START):
+                text = text[len(THINK_START):]
         if state["p"] == REASONING:
             reasoning, rest = super().feed(state, text, token_ids)
             if state["p"] == REASONING:
@@ -124,7 +136,7 @@ class Ernie45ReasoningParser(DeepSeekR1ReasoningParser):
     def finish(self, state: State) -> tuple[str, str]:
         held, state["h"] = state["h"], ""
         phase = state["p"]
-        if phase == REASONING:
+        if phase in (REASONING, OPENING):
             return held, ""
         if phase == BEFORE:  # nothing but whitespace (and a partial tag): the content as written
             content, state["w"] = state["w"] + held, ""

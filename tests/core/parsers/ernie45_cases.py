@@ -34,6 +34,7 @@ OUTPUTS = {
     "think_start": "<think>\nr\n</think>\n\n<response>\nc\n</response>\n",
     "think_mid": "before<think>r</think>c",
     "think_after_end": "r</think>c<think>x",
+    "think_twice": "<think>a<think>b</think>c",
     "empty_reasoning": "</think>\n\n<response>\nAnswer.\n</response>",
     "empty_content": "Thinking.</think>",
     "empty_response": "r</think><response></response>",
