@@ -270,4 +270,6 @@ class Ernie45ToolParser(ToolParser):
         return content, []
 
     def tools_called(self, state: State) -> bool:
-        return state["n"] > 0
+        # vLLM's tools_called: a <tool_call> and no failing body, even with no complete call
+        # (its blank content is then dropped)
+        return state["n"] > 0 or state["ph"] == self.CALLS

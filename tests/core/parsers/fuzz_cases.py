@@ -697,6 +697,25 @@ def step3_text(rng: Random, case: dict[str, Any]) -> str:
     return reasoning + calls_with_prose(rng, case, fam, block)
 
 
+# ERNIE 4.5: Qwen3's think and tool-call markers, the answer in <response> ... </response> or calls
+ERNIE45_TAGS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+
+
+def ernie45_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["ernie45"]
+
+    def call() -> str:
+        return tool_call_json(rng, case, fam, breaking=("</tool_call>", "<tool_call>"), more_shapes=True)
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    if reasoning and chance(rng, 0.5):
+        reasoning += "\n" * rng.randint(1, 3)
+    if chance(rng, 0.35):  # an answer wrapped as the template writes it, sometimes cut off
+        answer = "<response>\n" + prose(rng, fam.tags) + ("" if chance(rng, 0.1) else "\n</response>\n")
+        return reasoning + answer
+    return reasoning + (forced_output(rng, case) or calls_with_prose(rng, case, fam, call))
+
+
 M3_NS = "]<]minimax[>["
 MINIMAX_M3_TAGS = (f"{M3_NS}<tool_call>", f"{M3_NS}</tool_call>", f"{M3_NS}<invoke name=", f"{M3_NS}</invoke>",
                    f"{M3_NS}<city>", f"{M3_NS}</item>", M3_NS, "<mm:think>", "</mm:think>", '">', ">")
@@ -815,6 +834,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("step3", "step3", ("step3", "step3", None), ("step3", "step3", None), step3_text, tags=STEP3_TAGS),
     Family("minimax_m3", "minimax_m3", ("minimax_m3", "minimax_m3", None), ("minimax_m3", "minimax_m3", None),
            minimax_m3_text, tags=MINIMAX_M3_TAGS, kwargs=({}, {"thinking_mode": "enabled"})),
+    Family("ernie45", "ernie45", ("ernie45", "ernie45", None), ("ernie45", "ernie45", None), ernie45_text,
+           tags=ERNIE45_TAGS),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

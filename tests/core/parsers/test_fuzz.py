@@ -21,6 +21,7 @@ one documented in core/parsers/README.md):
   with the reasoning (only the end of the output decides it); granite_thinking_parser the same
   for an absent content;
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
+* ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
@@ -85,6 +86,10 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         reason = gemma4_start(case)
         if reason:
             return reason
+    if case["reasoning_parser"] == "ernie45":
+        reason = ernie45_stream(case["text"])
+        if reason:
+            return reason
     if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
             and "<mm:think>" in text and not text.startswith("<mm:think>")):
         return "minimax_m3 thinking on: a <mm:think> after text"
@@ -117,6 +122,23 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         if (after is not None and not any(m in after for m in GRANITE_RESPONSE) and w["reasoning"] is None
                 and case["request"].get("include_reasoning", True)):
             return "a thought process never answered, reasoning returned"
+    return None
+
+
+def ernie45_stream(text: str) -> str | None:
+    """ernie45: where the stream sends what vLLM's answer later narrows (core/parsers/README.md)."""
+    if text.find("<think>") > 0:
+        return "ernie45: a <think> after text"
+    if "</think>" not in text:
+        return None
+    content = text.split("</think>", 1)[1]
+    start = content.find("<response>")
+    if start == -1:
+        return None
+    if "</response>" not in content[start:]:
+        return "ernie45: a <response> never closed"
+    if content[:start].strip():
+        return "ernie45: text before <response>"
     return None
 
 
