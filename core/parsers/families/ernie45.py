@@ -83,8 +83,7 @@ class Ernie45ReasoningParser(DeepSeekR1ReasoningParser):
                 state["h"] = text
                 return "", ""
             state["p"] = REASONING
-            if text.startswith(THINK_START):
-                text = text[len(THINK_START):]
+            text = text.removeprefix(THINK_START)
         if state["p"] == REASONING:
             reasoning, rest = super().feed(state, text, token_ids)
             if state["p"] == REASONING:
