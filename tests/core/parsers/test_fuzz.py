@@ -22,6 +22,7 @@ one documented in core/parsers/README.md):
   for an absent content;
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
+* hunyuan_a13b: an output cut off in its reasoning, END in the reasoning only, `<think>` after text;
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
@@ -90,6 +91,10 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         reason = ernie45_stream(case["text"])
         if reason:
             return reason
+    if case["reasoning_parser"] == "hunyuan_a13b":
+        reason = hunyuan_stream(case["text"])
+        if reason:
+            return reason
     if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
             and "<mm:think>" in text and not text.startswith("<mm:think>")):
         return "minimax_m3 thinking on: a <mm:think> after text"
@@ -139,6 +144,20 @@ def ernie45_stream(text: str) -> str | None:
         return "ernie45: a <response> never closed"
     if content[:start].strip():
         return "ernie45: text before <response>"
+    return None
+
+
+def hunyuan_stream(text: str) -> str | None:
+    """hunyuan_a13b: where the stream sends what vLLM's answer reads otherwise (core/parsers/README.md)."""
+    think, rs, end = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
+    if text.startswith(think):
+        at = text.find(rs, len(think))
+        if at == -1:
+            return "hunyuan_a13b: cut off in its reasoning"
+        if end in text[:at + len(rs)] and end not in text[at + len(rs):]:
+            return "hunyuan_a13b: END in the reasoning only"
+    elif end not in text and think in text and rs in text[text.find(think):]:
+        return "hunyuan_a13b: <think> after text"
     return None
 
 
