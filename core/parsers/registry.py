@@ -10,41 +10,68 @@ from __future__ import annotations
 
 from core.parsers.base import ReasoningParser, ToolParser
 from core.parsers.families.deepseek import DeepSeekV3ToolParser, DeepSeekV31ToolParser
-from core.parsers.families.dsml import (DeepSeekV4ReasoningParser, DeepSeekV32ToolParser, DeepSeekV41ReasoningParser,
-                                        DeepSeekV41ToolParser, DeepSeekV4ToolParser)
+from core.parsers.families.dsml import (
+    DeepSeekV4ReasoningParser,
+    DeepSeekV4ToolParser,
+    DeepSeekV32ToolParser,
+    DeepSeekV41ReasoningParser,
+    DeepSeekV41ToolParser,
+)
+from core.parsers.families.ernie45 import Ernie45ReasoningParser, Ernie45ToolParser
 from core.parsers.families.gemma4 import Gemma4ReasoningParser, Gemma4ToolParser
 from core.parsers.families.glm45 import Glm45ReasoningParser, Glm45ToolParser
-from core.parsers.families.granite4 import Granite4ToolParser, GraniteThinkingReasoningParser
+from core.parsers.families.granite4 import (
+    Granite4ToolParser,
+    GraniteThinkingReasoningParser,
+)
 from core.parsers.families.harmony import HarmonyReasoningParser, HarmonyToolParser
 from core.parsers.families.hermes import HermesToolParser, LongcatToolParser
+from core.parsers.families.hunyuan_a13b import HunyuanA13BReasoningParser, HunyuanA13BToolParser
 from core.parsers.families.internlm import InternLMToolParser
 from core.parsers.families.jamba import JambaToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
-from core.parsers.families.minimax import (MiniMaxM2AppendThinkReasoningParser, MiniMaxM2ReasoningParser,
-                                           MiniMaxM2ToolParser)
-from core.parsers.families.minimax_m3 import MiniMaxM3ReasoningParser, MiniMaxM3ToolParser
+from core.parsers.families.minimax import (
+    MiniMaxM2AppendThinkReasoningParser,
+    MiniMaxM2ReasoningParser,
+    MiniMaxM2ToolParser,
+)
+from core.parsers.families.minimax_m3 import (
+    MiniMaxM3ReasoningParser,
+    MiniMaxM3ToolParser,
+)
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
 from core.parsers.families.olmo3 import Olmo3ReasoningParser
 from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
-from core.parsers.families.qwen3_variants import (NemotronV3ReasoningParser, SeedOssReasoningParser, SeedOssToolParser,
-                                                  Step3p5ReasoningParser, Step3p5ToolParser)
+from core.parsers.families.qwen3_variants import (
+    NemotronV3ReasoningParser,
+    SeedOssReasoningParser,
+    SeedOssToolParser,
+    Step3p5ReasoningParser,
+    Step3p5ToolParser,
+)
 from core.parsers.families.step3 import Step3ReasoningParser, Step3ToolParser
-from core.parsers.families.think import DeepSeekR1ReasoningParser, DeepSeekV3ReasoningParser, GraniteReasoningParser
+from core.parsers.families.think import (
+    DeepSeekR1ReasoningParser,
+    DeepSeekV3ReasoningParser,
+    GraniteReasoningParser,
+)
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "deepseek_r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": DeepSeekV3ReasoningParser,
     "deepseek_v4": DeepSeekV4ReasoningParser,
     "deepseek_v41": DeepSeekV41ReasoningParser,
+    "ernie45": Ernie45ReasoningParser,
     "gemma4": Gemma4ReasoningParser,
     "glm45": Glm45ReasoningParser,
     "glm47": Glm45ReasoningParser,
     "granite": GraniteReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
+    "hunyuan_a13b": HunyuanA13BReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
@@ -66,11 +93,13 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "deepseek_v32": DeepSeekV32ToolParser,
     "deepseek_v4": DeepSeekV4ToolParser,
     "deepseek_v41": DeepSeekV41ToolParser,
+    "ernie45": Ernie45ToolParser,
     "gemma4": Gemma4ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,
     "granite4": Granite4ToolParser,
     "hermes": HermesToolParser,
+    "hunyuan_a13b": HunyuanA13BToolParser,
     "qwen3_json": HermesToolParser,
     "internlm": InternLMToolParser,
     "jamba": JambaToolParser,

@@ -1,5 +1,6 @@
 """What the in-process recorders of one family's goldens share (oracle's venv; imported by
-record_step3.py, record_minimax_m3.py and record_json_block.py, never by the tests).
+record_step3.py, record_minimax_m3.py, record_json_block.py, record_ernie45.py and
+record_hunyuan_a13b.py, never by the tests).
 
 `record_cases`: per case (tests/core/parsers/<family>_cases.py), the token ids (the text encoded,
 the EOS <|im_end|> appended unless the case ends by length), vLLM's non-streaming answer and
@@ -46,3 +47,10 @@ def adjusted(tok, flags, requests, model):
                                      "structural_tag": so.structural_tag if so is not None else None,
                                      "json": so.json if so is not None else None}
     return out
+
+
+def reasoning_ends(tok, reasoning, prompts):
+    """A fresh reasoning parser's `is_reasoning_end` on each prompt's token ids."""
+    parser = parser_cls(reasoning, None, tok)(tok, None, model_config=None)
+    return {name: {"prompt_token_ids": (ids := tok.encode(text, add_special_tokens=False)),
+                   "is_reasoning_end": parser.is_reasoning_end(ids)} for name, text in prompts.items()}

@@ -95,3 +95,8 @@ def longcat(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def olmo3(parser_models) -> ModelInfo:
     return parser_models["olmo3"]
+
+
+@pytest.fixture(scope="session")
+def ernie45(parser_models) -> ModelInfo:
+    return parser_models["ernie45"]

@@ -721,6 +721,56 @@ def olmo3_text(rng: Random, case: dict[str, Any]) -> str:
     return text
 
 
+# ERNIE 4.5: Qwen3's think and tool-call markers, the answer in <response> ... </response> or calls
+ERNIE45_TAGS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+
+
+def ernie45_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["ernie45"]
+
+    def call() -> str:
+        return tool_call_json(rng, case, fam, breaking=("</tool_call>", "<tool_call>"), more_shapes=True)
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    if reasoning and chance(rng, 0.5):
+        reasoning += "\n" * rng.randint(1, 3)
+    if chance(rng, 0.35):  # an answer wrapped as the template writes it, sometimes cut off
+        answer = "<response>\n" + prose(rng, fam.tags) + ("" if chance(rng, 0.1) else "\n</response>\n")
+        return reasoning + answer
+    return reasoning + (forced_output(rng, case) or calls_with_prose(rng, case, fam, call))
+
+
+# Hunyuan A13B: text markers around the reasoning and the answer, a JSON list of calls
+HUNYUAN_TAGS = ("<tool_calls>", "</tool_calls>", "<answer>", "</think>", "[", "]")
+
+
+def hunyuan_a13b_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["hunyuan_a13b"]
+
+    def block() -> str:
+        calls: list[Any] = [{"name": rng.choice(TOOL_NAMES + ["unknown_tool"]), "arguments": arguments(rng, fam.tags)}
+                            for _ in range(rng.choice([1, 1, 2, 3]))]
+        if chance(rng, 0.1):
+            calls[0] = rng.choice([{"name": "ping"}, {"name": 3, "arguments": {}}, {"name": "ping", "arguments": [1]}])
+        body = dumps(rng, calls)
+        if "</tool_calls>" in body:
+            case["malformed"] = True
+        closing = "" if chance(rng, 0.05) else "</tool_calls>"
+        return "<tool_calls>" + rng.choice(["", "\n"]) + body + closing
+
+    shape = rng.randrange(5)
+    reasoning = ["", "<think>\n" + prose(rng, fam.tags, 8) + "\n</think>\n<answer>\n",
+                 "<think>\n" + prose(rng, fam.tags, 8) + "\n</think>\n<answer>\n",
+                 "<think>\n\n</think>\n<answer>\n", "<think>\n" + prose(rng, fam.tags, 8)][shape]
+    if shape == 4:  # cut off in the reasoning
+        return reasoning
+    forced = forced_output(rng, case)
+    if forced:  # (structured outputs write the JSON alone)
+        return forced
+    answer = calls_with_prose(rng, case, fam, block)
+    return reasoning + answer + ("" if chance(rng, 0.2) else "\n</answer>" + rng.choice(["", "\n", " tail"]))
+
+
 M3_NS = "]<]minimax[>["
 MINIMAX_M3_TAGS = (f"{M3_NS}<tool_call>", f"{M3_NS}</tool_call>", f"{M3_NS}<invoke name=", f"{M3_NS}</invoke>",
                    f"{M3_NS}<city>", f"{M3_NS}</item>", M3_NS, "<mm:think>", "</mm:think>", '">', ">")
@@ -959,6 +1009,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("jamba", "jamba", ("jamba",), (None,), json_block_text, tags=("<tool_calls>", "</tool_calls>")),
     Family("longcat", "longcat", ("longcat", "longcat", None), (None,), longcat_text, tags=LONGCAT_TAGS),
     Family("olmo3", "olmo3", (None,), ("olmo3",), olmo3_text, tags=("<think>", "</think>", "<", "</")),
+    Family("ernie45", "ernie45", ("ernie45", "ernie45", None), ("ernie45", "ernie45", None), ernie45_text,
+           tags=ERNIE45_TAGS),
+    Family("hunyuan_a13b", "qwen3", ("hunyuan_a13b", "hunyuan_a13b", None), ("hunyuan_a13b", "hunyuan_a13b", None),
+           hunyuan_a13b_text, tags=HUNYUAN_TAGS),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

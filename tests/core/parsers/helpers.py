@@ -71,10 +71,13 @@ def stream(parser: ChatOutputParser, chunks: list[tuple[str, list[int]]],
 
 
 def id_shape(tool_id: str | None) -> str | None:
-    """Random ids compared by shape: `chatcmpl-tool-<16hex>`, Mistral's 9 alphanumerics."""
+    """Random ids compared by shape: `chatcmpl-tool-<16hex>`, `call_<16hex>`, Mistral's 9 alphanumerics."""
     if tool_id and tool_id.startswith("chatcmpl-tool-") and len(tool_id) == 30:
         int(tool_id[14:], 16)
         return "chatcmpl-tool-<16hex>"
+    if tool_id and tool_id.startswith("call_") and len(tool_id) == 21:  # hunyuan_a13b's own ids
+        int(tool_id[5:], 16)
+        return "call_<16hex>"
     if tool_id and len(tool_id) == 9 and tool_id.isalnum() and tool_id.isascii():
         return "<9 alphanumerics>"
     return tool_id

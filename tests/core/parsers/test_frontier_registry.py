@@ -12,7 +12,8 @@ from core.render import RenderOptions
 @pytest.mark.parametrize("name", ["openai_gptoss", "deepseek_v4", "deepseek_v41", "step3p5", "nemotron_v3",
                                   "seed_oss", "minimax_m2",
                                   "minimax_m2_append_think", "granite_thinking_parser",
-                                  "gemma4", "step3", "minimax_m3", "kimi_k3", "olmo3"])
+                                  "gemma4", "step3", "minimax_m3", "kimi_k3", "olmo3", "ernie45",
+                                  "hunyuan_a13b"])
 def test_reasoning_registered(name):
     assert registry.get_reasoning_parser(name).name == name
 
@@ -20,7 +21,8 @@ def test_reasoning_registered(name):
 @pytest.mark.parametrize("name", ["openai", "deepseek_v32", "deepseek_v4", "deepseek_v41", "step3p5", "seed_oss",
                                   "minimax_m2", "granite4", "gemma4", "step3",
                                   "minimax_m3", "kimi_k3", "phi4_mini_json",
-                                  "internlm", "jamba", "longcat"])
+                                  "internlm", "jamba", "longcat", "ernie45",
+                                  "hunyuan_a13b"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -40,6 +42,8 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert not {"phi4_mini_json", "internlm", "jamba"} & set(missing_tools)
     assert "longcat" not in missing_tools
     assert "olmo3" not in missing_reasoning
+    assert "ernie45" not in missing_tools and "ernie45" not in missing_reasoning
+    assert "hunyuan_a13b" not in missing_tools and "hunyuan_a13b" not in missing_reasoning
     for name in missing_tools:
         with pytest.raises(ValueError, match=f"^--tool-call-parser {name} is not supported yet$"):
             RenderOptions.build(tool_call_parser=name, enable_auto_tool_choice=True)
