@@ -206,7 +206,8 @@ THINK_START, THINK_END = "<mm:think>", "</mm:think>"
 class MiniMaxM3ReasoningParser(ReasoningParser):
     """`<mm:think>` / `</mm:think>` as text (vLLM's MiniMaxM3ReasoningParser, non-streaming rule).
 
-    Phases: "S" the output's start (content; a `</mm:think>` here is dropped), "O" content where a
+    Phases: "S" the output's start (content; a `</mm:think>` here is dropped and the rest is content
+    for good, as vLLM's answer returns early then), "O" content where a
     `<mm:think>` may still open reasoning, "R" reasoning after `<mm:think>` (a second one is text),
     "C" content for good; with `thinking_mode: "enabled"` the output starts in "I", reasoning the
     template opened (a `<mm:think>` there starts it again: README). State: the phase and a held
@@ -256,9 +257,11 @@ class MiniMaxM3ReasoningParser(ReasoningParser):
                 if len(rest) < len(THINK_END) and THINK_END.startswith(rest):
                     state["h"] = rest
                     break
-                if rest.startswith(THINK_END):
+                if rest.startswith(THINK_END):  # a stray closer first: vLLM drops it and reads the rest as content
                     pos += len(THINK_END)
-                state["p"] = self.OPEN
+                    state["p"] = self.CONTENT
+                else:
+                    state["p"] = self.OPEN
                 continue
             # O: content until <mm:think>; R: reasoning until </mm:think>; I: the same, and a
             # <mm:think> restarts it (the answer's reasoning is what follows that one)

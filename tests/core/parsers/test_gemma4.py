@@ -131,7 +131,10 @@ def _decided_at_start(text: str) -> bool:
     """Whether the start-of-output rewrite is the same for a stream (see STREAM_CANNOT_MATCH)."""
     if text.startswith("thought\n") and "<|channel>" in text:
         return False
-    return "<channel|>" not in text or "<|channel>" in text.split("<channel|>")[0] or text.startswith("<channel|>")
+    if "<channel|>" not in text or "<|channel>" in text.split("<channel|>")[0]:
+        return True
+    # a leading `<channel|>` is rewritten by a stream at once, by the answer only without a later `<|channel>`
+    return text.startswith("<channel|>") and "<|channel>" not in text
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -132,3 +132,15 @@ def test_state_is_bounded_and_feed_cost_flat(minimax_m3):
     assert max(sizes) < 6000, max(sizes)
     assert sizes[len(sizes) // 4] < 600
     assert flat(costs)
+
+
+@pytest.mark.parametrize("text", ["</mm:think> a</mm:think><mm:think> b", "</mm:think>x<mm:think>r</mm:think>y"])
+def test_a_leading_stray_closer_makes_all_the_rest_content_streamed_too(minimax_m3, text):
+    """vLLM's answer returns at once after a leading `</mm:think>` (thinking off): a later
+    `<mm:think>` is text, in the stream as well (the fuzz found the stream opening reasoning)."""
+    ids = minimax_m3.tokenizer.encode(text)
+    whole = make_parser(minimax_m3, "minimax_m3", None, {}).parse_complete(text, ids, None)[:2]
+    assert whole == (None, text[len("</mm:think>"):])
+    for cuts in (list(range(1, len(ids))), []):
+        agg = stream(make_parser(minimax_m3, "minimax_m3", None, {}), chunk_texts(minimax_m3, ids, cuts), None)
+        assert (agg["reasoning"], agg["content"]) == ("", whole[1])
