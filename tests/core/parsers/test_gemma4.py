@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.protocol.chat import ChatCompletionRequest
 from tests.core.parsers.gemma4_cases import CALL, CALL2, OUTPUTS, TOOLS
-from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.golden_checks import adjusted_request, nonstream_message, streamed_messages
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "gemma4.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
@@ -30,19 +30,6 @@ RECORDS = GOLDEN["records"]
 # start (core/parsers/README.md)
 STREAM_CANNOT_MATCH = {"closed_without_start__default", "stray_markers__default", "thought_then_channel__default",
                        "tools_only:closed_without_start__default", "reasoning_only:closed_without_start__default"}
-
-
-def _parser(model, case):
-    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
-
-
-def _message(parser, model, record):
-    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
-                                                      record["token_ids"], None)
-    return {"reasoning": reasoning, "content": content,
-            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
-                            "arguments": c["function"]["arguments"]} for c in calls]}
 
 
 def test_the_tokenizer_is_the_recorded_one(gemma4):
@@ -54,43 +41,24 @@ def test_the_tokenizer_is_the_recorded_one(gemma4):
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(gemma4, record):
-    parser = _parser(gemma4, record["case"])
-    got = _message(parser, gemma4, record)
-    assert got == record["message"]
-    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
-        record["finish_reason"]
+    assert nonstream_message(gemma4, record) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(gemma4, record):
-    case = record["case"]
-    ids = record["text_ids"]
-    expected = _message(_parser(gemma4, case), gemma4, record)
-    rng = random.Random(case["name"])
-    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        agg = stream(_parser(gemma4, case), chunk_texts(gemma4, ids, cuts), None)
-        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
-               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
-                              for c in agg["tool_calls"]]}
-        if case["name"] in STREAM_CANNOT_MATCH and cuts:
+    expected, _ = nonstream_message(gemma4, record)
+    for i, (got, finish) in enumerate(streamed_messages(gemma4, record, expected)):
+        if record["case"]["name"] in STREAM_CANNOT_MATCH and i != 1:  # (the 2nd is the output in one chunk)
             continue
-        if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
-            got["content"] = ""
-        assert got == expected, cuts
-        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+        assert got == expected
+        assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
 def test_render_side_adjustments_equal_vllm(gemma4, name):
-    recorded = GOLDEN["adjusted"][name]
-    parser = make_parser(gemma4, "gemma4", "gemma4", recorded["request"])
-    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
-    request = parser.tools.adjust_request(parser.reasoning.adjust_request(request))
-    assert request.skip_special_tokens == recorded["skip_special_tokens"]
-    so = request.structured_outputs
-    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]
-    got = so.json_ if so is not None else None
-    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+    got, want = adjusted_request(gemma4, {"reasoning_parser": "gemma4", "tool_parser": "gemma4",
+                                          **GOLDEN["adjusted"][name]})
+    assert got == want
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.protocol.chat import ChatCompletionRequest
-from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
+from tests.core.parsers.golden_checks import adjusted_request, nonstream_message, streamed_messages
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 from tests.core.parsers.seed_oss_cases import CALL, CALL2, OUTPUTS, TOOLS
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "seed_oss.json").read_text(encoding="utf-8"))
@@ -27,20 +27,6 @@ RECORDS = GOLDEN["records"]
 # the call turns malformed, or is cut off, after part of it went out (what was sent cannot be
 # taken back: core/parsers/README.md)
 STREAM_CANNOT_MATCH = {"markup_in_value__default", "markup_in_value__nothink", "truncated_in_call__default"}
-
-
-def _parser(model, case):
-    # (recorded with the kwargs in the request too, as a client sends them)
-    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
-
-
-def _message(parser, model, record):
-    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(record["text_ids"]),
-                                                      record["token_ids"], None)
-    return {"reasoning": reasoning, "content": content,
-            "tool_calls": [{"id": id_shape(c["id"]), "name": c["function"]["name"],
-                            "arguments": c["function"]["arguments"]} for c in calls]}
 
 
 def test_the_tokenizer_is_the_recorded_one(seed_oss):
@@ -52,44 +38,25 @@ def test_the_tokenizer_is_the_recorded_one(seed_oss):
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(seed_oss, record):
-    parser = _parser(seed_oss, record["case"])
-    got = _message(parser, seed_oss, record)
-    assert got == record["message"]
-    assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
-        record["finish_reason"]
+    assert nonstream_message(seed_oss, record) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(seed_oss, record):
-    case = record["case"]
-    ids = record["text_ids"]
-    expected = _message(_parser(seed_oss, case), seed_oss, record)
-    rng = random.Random(case["name"])
-    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        agg = stream(_parser(seed_oss, case), chunk_texts(seed_oss, ids, cuts), None)
-        got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
-               "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
-                              for c in agg["tool_calls"]]}
-        if case["name"] in STREAM_CANNOT_MATCH:
+    expected, _ = nonstream_message(seed_oss, record)
+    for got, finish in streamed_messages(seed_oss, record, expected):
+        if record["case"]["name"] in STREAM_CANNOT_MATCH:
             assert got["reasoning"] == expected["reasoning"]
             continue
-        if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
-            got["content"] = ""
-        assert got == expected, cuts
-        assert agg["finish_reason"] == record["finish_reason"] or record["engine_finish_reason"] == "length"
+        assert got == expected
+        assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
 def test_render_side_adjustments_equal_vllm(seed_oss, name):
-    recorded = GOLDEN["adjusted"][name]
-    parser = make_parser(seed_oss, "seed_oss", "seed_oss", recorded["request"])
-    request = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **recorded["request"])
-    request = parser.tools.adjust_request(parser.reasoning.adjust_request(request))
-    assert request.skip_special_tokens == recorded["skip_special_tokens"]
-    so = request.structured_outputs
-    assert (so.structural_tag if so is not None else None) == recorded["structural_tag"]  # never a tag
-    got = so.json_ if so is not None else None
-    assert (json.loads(got) if isinstance(got, str) else got) == recorded["json"]
+    got, want = adjusted_request(seed_oss, {"reasoning_parser": "seed_oss", "tool_parser": "seed_oss",
+                                            **GOLDEN["adjusted"][name]})
+    assert got == want  # (never a structural tag: vLLM has no tag model for seed_oss)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["is_reasoning_end"]))
