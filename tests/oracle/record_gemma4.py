@@ -27,17 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
-from vllm.parser.parser_manager import ParserManager  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
-from vllm_parse import vllm_answer  # noqa: E402
+from record_golden import parser_cls, record_cases  # noqa: E402
 
 from tests.core.parsers.gemma4_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
 from tests.core.parsers.parser_models import GEMMA4_TOKENS, make_gemma4  # noqa: E402
 
-
-def parser_cls(reasoning, tool, tok):
-    return ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
-                                    enable_auto_tools=True, tokenizer=tok)
 
 
 def adjusted(tok):
@@ -81,16 +76,7 @@ def main():
         tok = get_tokenizer(str(model))
         eos = tok.convert_tokens_to_ids("<turn|>")
         assert all(len(tok.encode(t, add_special_tokens=False)) == 1 for t in GEMMA4_TOKENS)
-        records = []
-        for case in cases():
-            cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
-            text_ids = tok.encode(case["text"], add_special_tokens=False)
-            ids = [*text_ids, eos] if case["finish"] == "stop" else text_ids
-            body = {"model": "tiny-gemma4", "messages": [{"role": "user", "content": "hi"}], **case["request"]}
-            answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
-                                 decoded_ids=text_ids)
-            records.append({"case": case, "token_ids": ids, "text_ids": text_ids,
-                            "engine_finish_reason": case["finish"], **answer})
+        records = record_cases(cases(), tok, "tiny-gemma4", eos)
         doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_gemma4.py",
                "model": "tiny-qwen3 + Gemma 4 control tokens (special, additional_special_tokens; <turn|> eos)",
                "eos_token_id": eos,

@@ -1,9 +1,9 @@
 """What the in-process recorders of one family's goldens share (oracle's venv; imported by
-record_step3.py, record_minimax_m3.py, record_json_block.py, record_ernie45.py and
-record_hunyuan_a13b.py, never by the tests).
+record_step3.py, record_minimax_m3.py, record_json_block.py, record_ernie45.py,
+record_hunyuan_a13b.py, record_seed_oss.py, record_gemma4.py and record_granite4.py, never by the tests).
 
 `record_cases`: per case (tests/core/parsers/<family>_cases.py), the token ids (the text encoded,
-the EOS <|im_end|> appended unless the case ends by length), vLLM's non-streaming answer and
+the EOS appended unless the case ends by length: <|im_end|> unless the family's own is given), vLLM's non-streaming answer and
 finish_reason and its own stream (vllm_parse.py); no prompt ids. `adjusted`: what each parser
 pair's `adjust_request` sets per request (skip_special_tokens, structural tag, JSON constraint).
 """
@@ -20,12 +20,12 @@ def parser_cls(reasoning, tool, tok):
                                     enable_auto_tools=True, tokenizer=tok)
 
 
-def record_cases(cases, tok, model):
+def record_cases(cases, tok, model, eos=EOS):
     records = []
     for case in cases:
         cls = parser_cls(case["reasoning_parser"], case["tool_parser"], tok)
         text_ids = tok.encode(case["text"], add_special_tokens=False)
-        ids = [*text_ids, EOS] if case["finish"] == "stop" else list(text_ids)
+        ids = [*text_ids, eos] if case["finish"] == "stop" else list(text_ids)
         body = {"model": model, "messages": [{"role": "user", "content": "hi"}], **case["request"]}
         answer = vllm_answer(cls, tok, body, ids, case["finish"], kwargs=case["chat_template_kwargs"],
                              decoded_ids=text_ids)
