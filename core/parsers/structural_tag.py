@@ -172,3 +172,12 @@ def apply_tag_keeping_markers(request: Any, model: TagModel) -> Any:
     request = apply_structural_tag(request, model)
     request.skip_special_tokens = False
     return request
+
+
+def keep_markers_for_tools(request: Any) -> Any:
+    """Special tokens kept in the text when the request has tools and may call them: the rule of
+    the families whose call markers are special tokens only in some models (vLLM's adjust_request
+    for hermes, granite4, internlm, jamba, step3)."""
+    if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
+        request.skip_special_tokens = False
+    return request

@@ -34,6 +34,7 @@ from typing import Any
 from core.parsers.base import State, ToolCallDelta, ToolParser
 from core.parsers.families.qwen3_variants import NemotronV3ReasoningParser
 from core.parsers.jsonstream import dumps, escape_lone_surrogates
+from core.parsers.structural_tag import keep_markers_for_tools
 from core.parsers.text import partial_suffix
 
 TC_START, TC_END = "<tool_call>", "</tool_call>"
@@ -72,9 +73,7 @@ class Granite4ToolParser(ToolParser):
 
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
-        if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
-            request.skip_special_tokens = False  # the tool-call markers are special in some models
-        return request
+        return keep_markers_for_tools(request)
 
     # -- non-streaming: vLLM's rule, exactly ---------------------------------------------
 

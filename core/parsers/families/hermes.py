@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 
 from core.parsers.base import State, ToolCallDelta, ToolParser
 from core.parsers.jsonstream import JsonScanner, dumps, escape_lone_surrogates, new_state
-from core.parsers.structural_tag import TagModel, apply_structural_tag
+from core.parsers.structural_tag import TagModel, apply_structural_tag, keep_markers_for_tools
 from core.parsers.text import partial_suffix
 
 TOOL_START = "<tool_call>"
@@ -145,9 +145,7 @@ class HermesToolParser(ToolParser):
 
     def adjust_request(self, request: Any) -> Any:
         request = apply_structural_tag(request, self.TAG_MODEL)
-        if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
-            request.skip_special_tokens = False
-        return request
+        return keep_markers_for_tools(request)
 
     # -- non-streaming: vLLM's rule, exactly ---------------------------------------------
 

@@ -33,6 +33,7 @@ from core.parsers.families.json_block import (
     JsonBlockToolParser,
     named_call,
 )
+from core.parsers.structural_tag import keep_markers_for_tools
 from core.parsers.jsonstream import dumps
 
 
@@ -43,9 +44,7 @@ class InternLMToolParser(JsonBlockToolParser):
 
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
-        if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
-            request.skip_special_tokens = False  # the markers are special tokens
-        return request
+        return keep_markers_for_tools(request)
 
     def whole_fails(self, text: str, start: int) -> bool:
         return self.START in text[start + len(self.START):]  # (vLLM unpacks a two-way split)

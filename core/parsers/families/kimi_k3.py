@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser
-from core.parsers.structural_tag import TagModel, _json_content, apply_structural_tag
+from core.parsers.structural_tag import TagModel, _json_content, apply_tag_keeping_markers
 from core.parsers.text import partial_suffix
 
 OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
@@ -453,8 +453,7 @@ class KimiK3ToolParser(ToolParser):
         self.channels = Channels(tools=True, emit_calls=preserves_tool_channels(ctx))
 
     def adjust_request(self, request: Any) -> Any:
-        request = apply_structural_tag(request, self.TAG_MODEL)
-        request.skip_special_tokens = False
+        request = apply_tag_keeping_markers(request, self.TAG_MODEL)
         if hasattr(request, "spaces_between_special_tokens"):
             request.spaces_between_special_tokens = False
         return request

@@ -38,6 +38,7 @@ from core.parsers.families.think import (
     Action,
     ThinkTagReasoningParser,
 )
+from core.parsers.structural_tag import keep_markers_for_tools
 from core.parsers.text import find_first, partial_suffix
 
 CALLS_BEGIN = "<｜tool_calls_begin｜>"
@@ -102,9 +103,7 @@ class Step3ToolParser(ToolParser):
 
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
-        if getattr(request, "tools", None) and getattr(request, "tool_choice", None) != "none":
-            request.skip_special_tokens = False  # the markers are special tokens
-        return request
+        return keep_markers_for_tools(request)
 
     # -- one call -----------------------------------------------------------------------------
 
