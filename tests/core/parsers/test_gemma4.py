@@ -14,13 +14,13 @@ import json
 import random
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.parsers.gemma4_cases import CALL, CALL2, OUTPUTS, TOOLS
-from tests.core.parsers.golden_checks import adjusted_request, nonstream_message, streamed_messages
+from tests.core.parsers.golden_checks import (adjusted_request, flat, nonstream_message, per_token_run,
+                                              streamed_messages)
 from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "gemma4.json").read_text(encoding="utf-8"))
@@ -134,47 +134,19 @@ def test_adversarial_text_streams_to_the_nonstream_answer(gemma4, pieces, seed, 
         [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
 
 
-def test_state_is_flat_per_token_and_orjson(gemma4):
-    """A long output: the state stays the same size, whatever was already parsed."""
+def test_state_is_bounded_and_feed_cost_flat(gemma4):
+    """A long output: the state stays the same size whatever was already parsed (through orjson
+    at every token), and the last feeds cost what the first did."""
     text = "<|channel>thought\n" + "thinking " * 400 + "<channel|>" + "answer " * 400 + CALL + CALL2
-    ids = gemma4.tokenizer.encode(text)
-    parser = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS})
-    state = parser.start(None)
-    sizes = []
-    for piece, chunk in chunk_texts(gemma4, ids, list(range(1, len(ids)))):
-        parser.feed(state, piece, chunk)
-        state = orjson.loads(orjson.dumps(state))
-        sizes.append(len(orjson.dumps(state)))
+    costs, sizes = per_token_run(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), gemma4, text)
     assert max(sizes) < 2048
     assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
+    assert flat(costs)
 
 
 def test_every_output_is_recorded():
     names = {r["case"]["name"].split("__")[0] for r in RECORDS}
     assert set(OUTPUTS) <= names
-
-
-def test_feed_cost_does_not_grow_with_the_output(gemma4):
-    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
-    import time
-
-    tok = gemma4.tokenizer
-    text = "<|channel>thought\n" + "Some reasoning text, with words. " * 1500 + "<channel|>" + "An answer. " * 1500
-    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
-    parser = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS})
-    state = parser.start(None)
-
-    def timed(chunk):
-        t0 = time.perf_counter()
-        for piece, ids in chunk:
-            parser.feed(state, piece, ids)
-        return time.perf_counter() - t0
-
-    first = timed(pieces[100:1100])
-    for piece, ids in pieces[1100:-1000]:
-        parser.feed(state, piece, ids)
-    last = timed(pieces[-1000:])
-    assert last < first * 3 + 0.002, (first, last)
 
 
 # -- the argument reader against vLLM's own converter (in the oracle's venv) --------------------

@@ -13,21 +13,14 @@ import json
 import random
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.core.parsers.golden_checks import adjusted_request, nonstream_message
+from tests.core.parsers.golden_checks import (adjusted_request, flat, nonstream_message, per_token_run,
+                                              streamed_messages)
 from tests.core.parsers.granite4_cases import CALL, CALL2, OUTPUTS, TOOLS
-from tests.core.parsers.helpers import (
-    chunk_texts,
-    first_and_last_feed_seconds,
-    golden_message,
-    golden_stream,
-    make_parser,
-    stream,
-)
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "granite4.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
@@ -36,11 +29,6 @@ CALL_SENT_THEN_FAILED = {"bad_second_call__default"}
 # the content swap (enable_thinking false / force_nonempty_content) only the end of the output decides:
 # the stream has sent the text as reasoning (vLLM's stream then repeats it as content)
 SWAPPED = {"plain__force", "reasoning_only__force", "no_think_tags__force", "truncated_in_reasoning__force"}
-
-
-def _parser(model, case):
-    request = {**case["request"], "chat_template_kwargs": case["chat_template_kwargs"]}
-    return make_parser(model, case["reasoning_parser"], case["tool_parser"], request, case["chat_template_kwargs"])
 
 
 def test_the_tokenizer_is_the_recorded_one(granite4):
@@ -57,22 +45,17 @@ def test_nonstream_equals_vllm(granite4, record):
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(granite4, record):
-    case = record["case"]
-    ids = record["text_ids"]
-    expected = golden_message(_parser(granite4, case), granite4, record)
-    rng = random.Random(case["name"])
-    for cuts in (list(range(1, len(ids))), [], rng.sample(range(1, len(ids)), min(4, len(ids) - 1))):
-        got = golden_stream(_parser(granite4, case), granite4, ids, cuts)
-        finish, _ = got.pop("finish_reason"), got.pop("max_state")
-        if case["name"] in SWAPPED:
-            assert (got["reasoning"], got["content"]) == (expected["content"], expected["reasoning"])
+    name = record["case"]["name"]
+    expected, _ = nonstream_message(granite4, record)
+    for got, finish in streamed_messages(granite4, record, expected):
+        if name in SWAPPED:
+            assert (got["reasoning"] or None, got["content"] or None) == \
+                (expected["content"] or None, expected["reasoning"] or None)
             continue
-        if case["name"] in CALL_SENT_THEN_FAILED:
+        if name in CALL_SENT_THEN_FAILED:
             assert got["reasoning"] == expected["reasoning"] and len(got["tool_calls"]) == 1
             continue
-        if expected["content"] == "" and got["content"] is None:  # (a stream cannot tell "" from null)
-            got["content"] = ""
-        assert got == expected, cuts
+        assert got == expected
         assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
@@ -130,26 +113,12 @@ def test_adversarial_text_streams_to_the_nonstream_answer(granite4, pieces, seed
         assert agg["tool_calls"] and not calls
 
 
-def test_state_is_flat_per_token_and_orjson(granite4):
-    """A long output: the state stays the same size, whatever was already parsed."""
+def test_state_is_bounded_and_feed_cost_flat(granite4):
+    """A long output: the state stays the same size whatever was already parsed (through orjson
+    at every token), and the last feeds cost what the first did."""
     text = "<think>" + "thinking " * 400 + "</think>\n" + "answer " * 400 + CALL + " more " * 100 + CALL2
-    ids = granite4.tokenizer.encode(text)
     parser = make_parser(granite4, "granite_thinking_parser", "granite4", {"tools": TOOLS})
-    state = parser.start(None)
-    sizes = []
-    for piece, chunk in chunk_texts(granite4, ids, list(range(1, len(ids)))):
-        parser.feed(state, piece, chunk)
-        state = orjson.loads(orjson.dumps(state))
-        sizes.append(len(orjson.dumps(state)))
+    costs, sizes = per_token_run(parser, granite4, text)
     assert max(sizes) < 2048
     assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
-
-
-def test_feed_cost_does_not_grow_with_the_output(granite4):
-    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
-    tok = granite4.tokenizer
-    text = "<think>" + "Some reasoning text, with words. " * 1500 + "</think>\n" + "An answer. <b> " * 1500
-    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
-    parser = make_parser(granite4, "granite_thinking_parser", "granite4", {"tools": TOOLS})
-    first, last = first_and_last_feed_seconds(parser, pieces)
-    assert last < first * 3 + 0.002, (first, last)
+    assert flat(costs)

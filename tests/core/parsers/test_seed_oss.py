@@ -13,12 +13,12 @@ import json
 import random
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.core.parsers.golden_checks import adjusted_request, nonstream_message, streamed_messages
+from tests.core.parsers.golden_checks import (adjusted_request, flat, nonstream_message, per_token_run,
+                                              streamed_messages)
 from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 from tests.core.parsers.seed_oss_cases import CALL, CALL2, OUTPUTS, TOOLS
 
@@ -111,44 +111,16 @@ def test_adversarial_text_streams_to_the_nonstream_answer(seed_oss, pieces, seed
             [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
 
 
-def test_state_is_flat_per_token_and_orjson(seed_oss):
-    """A long output: the state stays the same size, whatever was already parsed."""
+def test_state_is_bounded_and_feed_cost_flat(seed_oss):
+    """A long output: the state stays the same size whatever was already parsed (through orjson
+    at every token), and the last feeds cost what the first did."""
     text = "<seed:think>" + "thinking " * 400 + "</seed:think>" + "answer " * 400 + CALL + CALL2
-    ids = seed_oss.tokenizer.encode(text)
-    parser = make_parser(seed_oss, "seed_oss", "seed_oss", {"tools": TOOLS})
-    state = parser.start(None)
-    sizes = []
-    for i, (piece, chunk) in enumerate(chunk_texts(seed_oss, ids, list(range(1, len(ids))))):
-        parser.feed(state, piece, chunk)
-        state = orjson.loads(orjson.dumps(state))
-        sizes.append(len(orjson.dumps(state)))
+    costs, sizes = per_token_run(make_parser(seed_oss, "seed_oss", "seed_oss", {"tools": TOOLS}), seed_oss, text)
     assert max(sizes) < 2048
     assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
+    assert flat(costs)
 
 
 def test_every_output_is_recorded():
     names = {r["case"]["name"].split("__")[0] for r in RECORDS}
     assert set(OUTPUTS) <= names
-
-
-def test_feed_cost_does_not_grow_with_the_output(seed_oss):
-    """Flat per-token cost: the last thousand tokens of a long output cost what the first did."""
-    import time
-
-    tok = seed_oss.tokenizer
-    text = "<seed:think>" + "Some reasoning text, with words. " * 1500 + "</seed:think>" + "An answer. " * 1500
-    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
-    parser = make_parser(seed_oss, "seed_oss", "seed_oss", {"tools": TOOLS})
-    state = parser.start(None)
-
-    def timed(chunk):
-        t0 = time.perf_counter()
-        for piece, ids in chunk:
-            parser.feed(state, piece, ids)
-        return time.perf_counter() - t0
-
-    first = timed(pieces[100:1100])
-    for piece, ids in pieces[1100:-1000]:
-        parser.feed(state, piece, ids)
-    last = timed(pieces[-1000:])
-    assert last < first * 3 + 0.002, (first, last)
