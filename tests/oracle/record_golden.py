@@ -34,19 +34,26 @@ def record_cases(cases, tok, model, eos=EOS):
     return records
 
 
+def adjustment(reasoning, tool, tok, request, model):
+    """What one parser pair's `adjust_request` sets on one request."""
+    cls = parser_cls(reasoning, tool, tok)
+    req = ChatCompletionRequest(model=model, messages=[{"role": "user", "content": "hi"}], **request)
+    req = cls(tok, req.tools, model_config=None).adjust_request(req)
+    so = req.structured_outputs
+    return {"request": request, "skip_special_tokens": req.skip_special_tokens,
+            "structural_tag": so.structural_tag if so is not None else None,
+            "json": so.json if so is not None else None}
+
+
+def choice_requests(tools, choices):
+    """One request per tool_choice of a cases file's CHOICES, plus "auto" and no tools at all."""
+    return {"auto": {"tools": tools}, "no_tools": {}, **{k: {"tools": tools, **v[1]} for k, v in choices.items()}}
+
+
 def adjusted(tok, flags, requests, model):
-    out = {}
-    for flag, (reasoning, tool) in flags.items():
-        for name, body in requests.items():
-            cls = parser_cls(reasoning, tool, tok)
-            req = ChatCompletionRequest(model=model, messages=[{"role": "user", "content": "hi"}], **body)
-            req = cls(tok, req.tools, model_config=None).adjust_request(req)
-            so = req.structured_outputs
-            out[f"{flag}:{name}"] = {"reasoning_parser": reasoning, "tool_parser": tool, "request": body,
-                                     "skip_special_tokens": req.skip_special_tokens,
-                                     "structural_tag": so.structural_tag if so is not None else None,
-                                     "json": so.json if so is not None else None}
-    return out
+    return {f"{flag}:{name}": {"reasoning_parser": reasoning, "tool_parser": tool,
+                               **adjustment(reasoning, tool, tok, body, model)}
+            for flag, (reasoning, tool) in flags.items() for name, body in requests.items()}
 
 
 def reasoning_ends(tok, reasoning, prompts):
@@ -54,3 +61,15 @@ def reasoning_ends(tok, reasoning, prompts):
     parser = parser_cls(reasoning, None, tok)(tok, None, model_config=None)
     return {name: {"prompt_token_ids": (ids := tok.encode(text, add_special_tokens=False)),
                    "is_reasoning_end": parser.is_reasoning_end(ids)} for name, text in prompts.items()}
+
+
+def reasoning_ends_per_kwargs(tok, reasoning, kwargs_sets, prompts):
+    """`is_reasoning_end` on each prompt, for a reasoning parser built with each set of template kwargs."""
+    out = {}
+    for kw_name, kwargs in kwargs_sets.items():
+        parser = parser_cls(reasoning, None, tok)(tok, None, model_config=None, chat_template_kwargs=kwargs)
+        for name, text in prompts.items():
+            ids = tok.encode(text, add_special_tokens=False)
+            out[f"{name}__{kw_name}"] = {"prompt_token_ids": ids, "chat_template_kwargs": kwargs,
+                                         "is_reasoning_end": parser.is_reasoning_end(ids)}
+    return out

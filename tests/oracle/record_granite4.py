@@ -26,9 +26,9 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
-from record_golden import parser_cls, record_cases  # noqa: E402
+from record_golden import (adjustment, choice_requests, reasoning_ends_per_kwargs,  # noqa: E402
+                           record_cases)
 
 from tests.core.parsers.granite4_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
 from tests.core.parsers.parser_models import GRANITE4_TOKENS, make_granite4  # noqa: E402
@@ -39,32 +39,14 @@ REASONING, TOOL = "granite_thinking_parser", "granite4"
 
 def adjusted(tok):
     """vLLM's render-side adjustments per tool_choice and parser pairing."""
-    out = {}
-    requests = {"auto": {"tools": TOOLS}, "no_tools": {}, **{k: {"tools": TOOLS, **v[1]} for k, v in CHOICES.items()}}
-    for pairing in ((REASONING, TOOL), (None, TOOL), (REASONING, None)):
-        cls = parser_cls(*pairing, tok)
-        for name, request in requests.items():
-            body = {"model": "tiny-granite4", "messages": [{"role": "user", "content": "hi"}], **request}
-            req = ChatCompletionRequest(**body)
-            adj = cls(tok, req.tools, model_config=None).adjust_request(req)
-            so = adj.structured_outputs
-            out[f"{pairing[0]}+{pairing[1]}:{name}"] = {
-                "reasoning_parser": pairing[0], "tool_parser": pairing[1], "request": request,
-                "skip_special_tokens": adj.skip_special_tokens,
-                "structural_tag": so.structural_tag if so is not None else None,
-                "json": so.json if so is not None else None}
-    return out
+    return {f"{r}+{t}:{name}": {"reasoning_parser": r, "tool_parser": t,
+                                **adjustment(r, t, tok, request, "tiny-granite4")}
+            for r, t in ((REASONING, TOOL), (None, TOOL), (REASONING, None))
+            for name, request in choice_requests(TOOLS, CHOICES).items()}
 
 
 def reasoning_ends(tok):
-    out = {}
-    for kw_name, kwargs in {"default": {}, "nothink": {"enable_thinking": False}}.items():
-        parser = parser_cls(REASONING, None, tok)(tok, None, model_config=None, chat_template_kwargs=kwargs)
-        for name, text in PROMPTS.items():
-            ids = tok.encode(text, add_special_tokens=False)
-            out[f"{name}__{kw_name}"] = {"prompt_token_ids": ids, "chat_template_kwargs": kwargs,
-                                         "is_reasoning_end": parser.is_reasoning_end(ids)}
-    return out
+    return reasoning_ends_per_kwargs(tok, REASONING, {"default": {}, "nothink": {"enable_thinking": False}}, PROMPTS)
 
 
 def main():

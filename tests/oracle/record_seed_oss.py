@@ -26,9 +26,9 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
-from record_golden import parser_cls, record_cases  # noqa: E402
+from record_golden import (adjustment, choice_requests, reasoning_ends_per_kwargs,  # noqa: E402
+                           record_cases)
 
 from tests.core.parsers.parser_models import SEED_OSS_TOKENS, make_seed_oss  # noqa: E402
 from tests.core.parsers.seed_oss_cases import CHOICES, PROMPTS, TOOLS, cases  # noqa: E402
@@ -37,31 +37,12 @@ from tests.core.parsers.seed_oss_cases import CHOICES, PROMPTS, TOOLS, cases  # 
 
 def adjusted(tok):
     """vLLM's render-side adjustments per tool_choice (skip_special_tokens, structured outputs)."""
-    out = {}
-    cls = parser_cls("seed_oss", "seed_oss", tok)
-    for name, request in {"auto": {"tools": TOOLS}, "no_tools": {},
-                          **{k: {"tools": TOOLS, **v[1]} for k, v in CHOICES.items()}}.items():
-        body = {"model": "tiny-seed-oss", "messages": [{"role": "user", "content": "hi"}], **request}
-        req = ChatCompletionRequest(**body)
-        parser = cls(tok, req.tools, model_config=None)
-        adj = parser.adjust_request(req)
-        so = adj.structured_outputs
-        out[name] = {"request": request, "skip_special_tokens": adj.skip_special_tokens,
-                     "structural_tag": so.structural_tag if so is not None else None,
-                     "json": so.json if so is not None else None}
-    return out
+    return {name: adjustment("seed_oss", "seed_oss", tok, request, "tiny-seed-oss")
+            for name, request in choice_requests(TOOLS, CHOICES).items()}
 
 
 def reasoning_ends(tok):
-    out = {}
-    for kw_name, kwargs in {"default": {}, "nothink": {"enable_thinking": False}}.items():
-        cls = parser_cls("seed_oss", None, tok)
-        parser = cls(tok, None, model_config=None, chat_template_kwargs=kwargs)
-        for name, text in PROMPTS.items():
-            ids = tok.encode(text, add_special_tokens=False)
-            out[f"{name}__{kw_name}"] = {"prompt_token_ids": ids, "chat_template_kwargs": kwargs,
-                                         "is_reasoning_end": parser.is_reasoning_end(ids)}
-    return out
+    return reasoning_ends_per_kwargs(tok, "seed_oss", {"default": {}, "nothink": {"enable_thinking": False}}, PROMPTS)
 
 
 def main():
