@@ -54,7 +54,9 @@ class LoopbackServer:
 
     async def _start(self) -> None:
         self.app = self._factory()
-        self._runner = web.AppRunner(self.app, handler_cancellation=True, access_log=None)
+        # a stalled handler (a fault-injected engine) is cancelled after 2 s, not aiohttp's 60: the
+        # test is over by then, and stop() must not wait for it
+        self._runner = web.AppRunner(self.app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 
