@@ -7,7 +7,8 @@ mistral-common's tekken_240911.json, a v3 Tekken tokenizer, as tekken.json):
 
 Writes tests/fixtures/oracle/render_mistral_mode.json: chat render (plain, system, multi-turn, tools
 and every tool_choice, tool results, assistant tool calls with long and short ids, continue_final_message,
-sampling fields, and what vLLM or mistral-common refuses), completion render, and chat derender of
+sampling fields, and what vLLM or mistral-common refuses), completion render, /tokenize and
+/detokenize, completion derender (no parser: the request's skip_special_tokens), and chat derender of
 outputs that test the mode's decoding (control tokens with and without skip_special_tokens, characters
 split over byte tokens, [TOOL_CALLS] under tool_choice none), non-streaming and one token per call.
 Usage: record_mistral_mode.py   (with /work/venv's python: it needs mistral-common)
@@ -137,6 +138,51 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("special_text", {"prompt": "[INST] hi [/INST]"}, "control-token text in a prompt is plain text")
 
 
+def tokenize_cases(rec: Recorder, key: str) -> None:
+    def case(name: str, path: str, body: dict, description: str) -> None:
+        rec.call(name, key, path, {"model": MODEL, **body}, description)
+
+    case("tokenize_prompt", "/tokenize", {"prompt": "Hi 🗼 [INST]", "return_token_strs": True},
+         "a prompt: BOS added, token strings (a partial character shows U+FFFD)")
+    case("tokenize_no_special", "/tokenize", {"prompt": "Hi", "add_special_tokens": False}, "without BOS")
+    case("tokenize_chat", "/tokenize", {"messages": USER, "tools": TOOLS, "return_token_strs": True},
+         "a chat with tools: mistral-common's prompt")
+    case("tokenize_chat_refused", "/tokenize", {"messages": [*USER, {"role": "tool", "tool_call_id": "abcDEF123",
+                                                                      "content": "r"}]},
+         "a chat mistral-common refuses")
+    case("detokenize", "/detokenize", {"tokens": [1, 3, 1240, 1159, 9, 22177, 2]},
+         "control tokens kept, two bytes of a character as one U+FFFD")
+
+
+def completion_derender_cases(rec: Recorder, key: str) -> None:
+    """/v1/completions/derender: no parser, so skip_special_tokens is the request's (default true),
+    the mode's byte-joining path."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    tekken = MistralTokenizer.from_file(str(MODELS_DIR / MODEL / "tekken.json")).instruct_tokenizer.tokenizer
+    enc = lambda text: tekken.encode(text, bos=False, eos=False)  # noqa: E731
+    inst, tool_calls, eos = tekken.get_special_token("[INST]"), tekken.get_special_token("[TOOL_CALLS]"), tekken.eos_id
+    prompt = tekken.encode("Tokyo is", bos=True, eos=False)
+    outputs = [
+        ("bytes", enc(" 🗼🌞 and 東京") + [eos], "stop", {}, "characters over byte tokens, skipping special tokens"),
+        ("bytes_no_skip", enc(" 🗼🌞 and 東京") + [eos], "stop", {"skip_special_tokens": False},
+         "the same without skip_special_tokens: each byte piece U+FFFD"),
+        ("controls", enc(" a") + [inst, tool_calls] + enc(" b") + [eos], "stop", {},
+         "[INST] dropped, [TOOL_CALLS] kept"),
+        ("controls_no_skip", enc(" a") + [inst, tool_calls] + enc(" b") + [eos], "stop",
+         {"skip_special_tokens": False}, "the same without skip_special_tokens"),
+        ("cut_mid_character", enc(" ok 🗼")[:-2], "length", {}, "cut inside a character"),
+    ]
+    for name, ids, finish, extra, description in outputs:
+        choice = {"index": 0, "finish_reason": finish, "stop_reason": eos if finish == "stop" else None,
+                  "token_ids": ids}
+        body = {"model": MODEL, "generate_responses": [{"request_id": "generate-tokens-cmpl-m1",
+                                                        "output_mode": "tokens", "choices": [choice]}],
+                "prompt_tokens": [len(prompt)], "prompt_token_ids": [prompt],
+                "completion_request": {"model": MODEL, "prompt": "Tokyo is", **extra}}
+        rec.call(f"completion_derender_{name}", key, "/v1/completions/derender", body, description)
+
+
 def derender_cases(rec: Recorder) -> None:
     """Decoding in this mode, in parsers_*.json's form (Family: non-streaming, 1 and 5 tokens per call)."""
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
@@ -188,6 +234,8 @@ def main() -> None:
     key = rec.server("mistral-tekken", PORT, MODEL, ["--served-model-name tiny-mistral", *FLAGS])
     render_cases(rec, key)
     completion_cases(rec, key)
+    tokenize_cases(rec, key)
+    completion_derender_cases(rec, key)
     derender_cases(rec)
     rec.write()
 

@@ -2,8 +2,9 @@
 
 Fixtures (tiny-mistral: mistral-common's tekken_240911.json, Tekken v3, with the mistral tool parser):
 * render_mistral_mode.json (tests/oracle/record_mistral_mode.py): chat and completion render, field
-  for field, errors included; the mode's decoding (control tokens, characters over byte tokens,
-  logprobs), non-streaming and streamed;
+  for field, errors included; /tokenize and /detokenize; the mode's decoding (control tokens,
+  characters over byte tokens, logprobs) in completion derender and chat derender, non-streaming
+  and streamed;
 * parsers_mistral.json (tests/oracle/record_parsers.py mistral): the tool parser's answers.
 Non-streaming derender answers equal vLLM's; streams aggregate to them (tests/proxy/frontier_derender.py).
 Our model directory is built at test time from mistral-common's own tekken_240911.json.
@@ -30,10 +31,10 @@ NAME = "tiny-mistral"
 FLAGS = {"tool_call_parser": "mistral", "enable_auto_tool_choice": True, "tokenizer_mode": "mistral"}
 CASES = load_fixture("render_mistral_mode")
 RENDER = [c for c in CASES if c["path"].endswith("/render")]
-DERENDER = [c for c in CASES if not c["path"].endswith("/render")] + load_fixture("parsers_mistral")
-NONSTREAM = [c for c in DERENDER if "stream" not in c]
+OTHERS = [c for c in CASES if not c["path"].endswith("/render")] + load_fixture("parsers_mistral")
+NONSTREAM = [c for c in OTHERS if "stream" not in c]  # derender, /tokenize, /detokenize
 BY_NAME = {c["name"]: c for c in NONSTREAM}
-STREAMS = [c for c in DERENDER if "stream" in c]
+STREAMS = [c for c in OTHERS if "stream" in c]
 # malformed calls whose non-streaming reading looks at the whole output: no stream can give it
 # (test_oracle_fixtures.STREAM_CANNOT_MATCH); their streams are checked chunk by chunk only, and
 # an invalid JSON list, whose call header went out before the JSON broke, ends as tool_calls
@@ -80,7 +81,7 @@ async def test_render_matches_vllm(case, client):
 
 
 @pytest.mark.parametrize("case", NONSTREAM, ids=[c["name"] for c in NONSTREAM])
-async def test_derender_equals_vllm(case, client):
+async def test_answer_equals_vllm(case, client):
     await check_nonstream(await client(), case)
 
 
