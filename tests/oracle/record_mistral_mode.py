@@ -138,6 +138,23 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("special_text", {"prompt": "[INST] hi [/INST]"}, "control-token text in a prompt is plain text")
 
 
+def other_api_cases(rec: Recorder, key: str) -> None:
+    """The Anthropic Messages and Responses render routes in this mode."""
+    tool = {"name": "get_weather", "description": "Weather.", "input_schema": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}
+    rec.call("messages_plain", key, "/v1/messages/render", {"model": MODEL, "max_tokens": 20, "messages": USER},
+             "Messages API: one user message")
+    rec.call("messages_tools", key, "/v1/messages/render", {
+        "model": MODEL, "max_tokens": 20, "system": "Be brief.", "messages": USER, "tools": [tool]},
+        "Messages API: system and a tool")
+    rec.call("responses_plain", key, "/v1/responses/render", {"model": MODEL, "input": "Hello"},
+             "Responses API: a string input")
+    rec.call("responses_tools", key, "/v1/responses/render", {
+        "model": MODEL, "instructions": "Be brief.", "input": USER, "tools": [
+            {"type": "function", "name": "get_weather", "parameters": tool["input_schema"]}]},
+        "Responses API: instructions and a function tool")
+
+
 def tokenize_cases(rec: Recorder, key: str) -> None:
     def case(name: str, path: str, body: dict, description: str) -> None:
         rec.call(name, key, path, {"model": MODEL, **body}, description)
@@ -235,6 +252,7 @@ def main() -> None:
     render_cases(rec, key)
     completion_cases(rec, key)
     tokenize_cases(rec, key)
+    other_api_cases(rec, key)
     completion_derender_cases(rec, key)
     derender_cases(rec)
     rec.write()

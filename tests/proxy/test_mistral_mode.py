@@ -68,7 +68,7 @@ def client(aiohttp_client, mistral_model):
 def _scrub_id(body):
     for item in body if isinstance(body, list) else [body]:
         if isinstance(item, dict) and isinstance(item.get("request_id"), str):
-            item["request_id"] = re.sub(r"-[0-9a-f]{16}(-\d+)?$", r"-<random>\1", item["request_id"])
+            item["request_id"] = re.sub(r"([-_])[0-9a-f]{16}(-\d+)?$", r"\1<random>\2", item["request_id"])
     return body
 
 
