@@ -441,6 +441,7 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
         from core.renderers import mistral
 
         build_conversation(messages, "string", model.name)  # vLLM's parse_chat_messages: validates contents
+        mistral.parse_history_arguments(messages)
         ids = mistral.render_chat_prompt(
             model.tokenizer, messages, template_tools,  # type: ignore[arg-type]
             add_generation_prompt=bool(template_kwargs.get("add_generation_prompt")),

@@ -209,6 +209,15 @@ def prepare_messages(messages: list[dict[str, Any]]) -> None:
                 message["tool_call_id"] = call_id[-TOOL_CALL_ID_LENGTH:]
 
 
+def parse_history_arguments(messages: list[dict[str, Any]]) -> None:
+    """Earlier tool calls' arguments as dicts (`{}` when not a JSON object), in the request's own
+    messages: vLLM's parse_chat_messages parses them in place, and mistral-common then reads them."""
+    from core.chat_template import parse_tool_call_arguments
+
+    parse_tool_call_arguments([m for m in messages if m.get("role") == "assistant"
+                               and isinstance(m.get("tool_calls"), list) and m["tool_calls"]])
+
+
 def validate_request(chat_template: Any, chat_template_kwargs: Any, reasoning_effort: str | None) -> None:
     """vLLM's validate_request_params for Mistral tokenizers."""
     from mistral_common.protocol.instruct.request import ReasoningEffort

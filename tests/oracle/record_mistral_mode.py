@@ -123,6 +123,34 @@ def render_cases(rec: Recorder, key: str) -> None:
     case("skip_special_false", {"messages": USER, "skip_special_tokens": False}, "skip_special_tokens false asked")
     case("assistant_name_field", {"messages": [{"role": "user", "content": "Hi", "name": "bob"}]},
          "a user message with a name")
+    call = {"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": "not json"}}
+    case("history_arguments_not_json", {"messages": [*USER, {"role": "assistant", "tool_calls": [call]},
+                                                     {"role": "tool", "tool_call_id": "abcDEF123", "content": "r"}],
+                                        "tools": TOOLS}, "an earlier call whose arguments are not JSON")
+    ok_call = {**call, "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    for name, arguments in (("compact", '{"city":"Oslo" ,"n":[1,2]}'), ("list", "[1, 2]"), ("empty", "")):
+        odd = {**call, "function": {"name": "get_weather", "arguments": arguments}}
+        case(f"history_arguments_{name}", {"messages": [*USER, {"role": "assistant", "tool_calls": [odd]},
+                                                        {"role": "tool", "tool_call_id": "abcDEF123", "content": "r"}],
+                                           "tools": TOOLS}, f"an earlier call's arguments: {arguments!r}")
+    case("tool_result_parts", {"messages": [*USER, {"role": "assistant", "tool_calls": [ok_call]},
+                                            {"role": "tool", "tool_call_id": "abcDEF123", "name": "get_weather",
+                                             "content": [{"type": "text", "text": "sun"},
+                                                         {"type": "text", "text": "ny"}]}], "tools": TOOLS},
+         "a tool result as text parts, with a name")
+    case("assistant_reasoning_field", {"messages": [*USER, {"role": "assistant", "content": "Sunny.",
+                                                            "reasoning": "Easy."},
+                                                    {"role": "user", "content": "Thanks"}]},
+         "an earlier answer with a reasoning field")
+    case("assistant_content_and_calls", {"messages": [*USER, {"role": "assistant", "content": "Checking.",
+                                                              "tool_calls": [ok_call]},
+                                                      {"role": "tool", "tool_call_id": "abcDEF123", "content": "r"}],
+                                         "tools": TOOLS}, "an assistant message with content and a call")
+    case("parallel_results_missing", {"messages": [*USER, {"role": "assistant", "tool_calls": [
+        ok_call, {**ok_call, "id": "zyxWVU987"}]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": "r"}],
+        "tools": TOOLS}, "two calls, one result")
+    case("logit_bias_stop_ids", {"messages": USER, "logit_bias": {"22177": 5}, "stop_token_ids": [4],
+                                 "min_tokens": 2, "ignore_eos": True}, "logit_bias, stop_token_ids, min_tokens")
 
 
 def completion_cases(rec: Recorder, key: str) -> None:
