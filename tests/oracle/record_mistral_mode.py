@@ -12,6 +12,8 @@ sampling fields, and what vLLM or mistral-common refuses), completion render, /t
 outputs that test the mode's decoding (control tokens with and without skip_special_tokens, characters
 split over byte tokens, [TOOL_CALLS] under tool_choice none), non-streaming and one token per call.
 Usage: record_mistral_mode.py   (with /work/venv's python: it needs mistral-common)
+       record_mistral_mode.py reasoning   (the server restarted with --reasoning-parser mistral added:
+       writes render_mistral_mode_reasoning.json)
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ def completion_derender_cases(rec: Recorder, key: str) -> None:
         rec.call(f"completion_derender_{name}", key, "/v1/completions/derender", body, description)
 
 
-def derender_cases(rec: Recorder) -> None:
+def derender_cases(rec: Recorder, key: str = "mistral-tekken", flags: list[str] | None = None) -> None:
     """Decoding in this mode, in parsers_*.json's form (Family: non-streaming, 1 and 5 tokens per call)."""
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
@@ -242,7 +244,7 @@ def derender_cases(rec: Recorder) -> None:
             out += [p] if isinstance(p, int) else tekken.encode(p, bos=False, eos=False)
         return out + ([eos] if end else [])
 
-    f = Family(rec, "mistral-tekken", PORT, MODEL, ["--served-model-name tiny-mistral", *FLAGS],
+    f = Family(rec, key, PORT, MODEL, flags or ["--served-model-name tiny-mistral", *FLAGS],
                None, eos)  # type: ignore[arg-type]
     emoji = tekken.encode("🗼🌞", bos=False, eos=False)
     call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
@@ -272,7 +274,28 @@ def derender_cases(rec: Recorder) -> None:
                "logprob token texts of this mode", ids=ids("Tokyo ", *emoji[:2]), logprobs=True)
 
 
+def reasoning_cases() -> None:
+    """The same server with `--reasoning-parser mistral` too (a v3 Tekken has no [THINK]: no reasoning)."""
+    rec = Recorder("render_mistral_mode_reasoning", "vLLM 0.33 in --tokenizer-mode mistral with the mistral "
+                   "tool and reasoning parsers on tiny-mistral (Tekken v3, no [THINK] token)", SCRIPT)
+    flags = ["--served-model-name tiny-mistral", *FLAGS, "--reasoning-parser mistral"]
+    key = rec.server("mistral-tekken-reasoning", PORT, MODEL, flags)
+    for name, body, description in [
+            ("user_only", {"messages": USER}, "one user message"),
+            ("tools_auto", {"messages": USER, "tools": TOOLS}, "tools"),
+            ("tool_choice_none", {"messages": USER, "tools": TOOLS, "tool_choice": "none"}, "tool_choice none"),
+            ("tool_choice_required", {"messages": USER, "tools": TOOLS, "tool_choice": "required"}, "required"),
+            ("effort_high", {"messages": USER, "reasoning_effort": "high"}, "reasoning_effort high"),
+            ("include_reasoning_false", {"messages": USER, "include_reasoning": False}, "include_reasoning false")]:
+        rec.call(name, key, RENDER, {"model": MODEL, **body}, description)
+    derender_cases(rec, key="mistral-tekken-reasoning", flags=flags)
+    rec.write()
+
+
 def main() -> None:
+    if sys.argv[1:] == ["reasoning"]:
+        reasoning_cases()
+        return
     rec = Recorder("render_mistral_mode", "vLLM 0.33 in --tokenizer-mode mistral on tiny-mistral "
                    "(mistral-common's tekken_240911.json, Tekken v3): chat and completion render, and chat "
                    "derender of the mode's decoding", SCRIPT)

@@ -5,6 +5,8 @@ Fixtures (tiny-mistral: mistral-common's tekken_240911.json, Tekken v3, with the
   for field, errors included; /tokenize and /detokenize; the mode's decoding (control tokens,
   characters over byte tokens, logprobs) in completion derender and chat derender, non-streaming
   and streamed;
+* render_mistral_mode_reasoning.json: the same server with `--reasoning-parser mistral` too (a v3
+  Tekken has no [THINK]: no reasoning, special tokens kept);
 * parsers_mistral.json (tests/oracle/record_parsers.py mistral): the tool parser's answers.
 Non-streaming derender answers equal vLLM's; streams aggregate to them (tests/proxy/frontier_derender.py).
 Our model directory is built at test time from mistral-common's own tekken_240911.json.
@@ -29,11 +31,12 @@ from tests.proxy.frontier_derender import check_nonstream, check_stream
 
 NAME = "tiny-mistral"
 FLAGS = {"tool_call_parser": "mistral", "enable_auto_tool_choice": True, "tokenizer_mode": "mistral"}
-CASES = load_fixture("render_mistral_mode")
+SERVERS = {"mistral-tekken": FLAGS, "mistral-tekken-reasoning": {**FLAGS, "reasoning_parser": "mistral"}}
+CASES = load_fixture("render_mistral_mode") + load_fixture("render_mistral_mode_reasoning")
 RENDER = [c for c in CASES if c["path"].endswith("/render")]
 OTHERS = [c for c in CASES if not c["path"].endswith("/render")] + load_fixture("parsers_mistral")
 NONSTREAM = [c for c in OTHERS if "stream" not in c]  # derender, /tokenize, /detokenize
-BY_NAME = {c["name"]: c for c in NONSTREAM}
+BY_NAME = {(c["server"], c["name"]): c for c in NONSTREAM}
 STREAMS = [c for c in OTHERS if "stream" in c]
 # malformed calls whose non-streaming reading looks at the whole output: no stream can give it
 # (test_oracle_fixtures.STREAM_CANNOT_MATCH); their streams are checked chunk by chunk only, and
@@ -60,9 +63,14 @@ def mistral_model(tmp_path_factory) -> ModelInfo:
 
 @pytest.fixture
 def client(aiohttp_client, mistral_model):
-    async def make():
-        return await aiohttp_client(create_app(ServerConfig(served_model_name=[NAME], **FLAGS), mistral_model))
+    async def make(server: str = "mistral-tekken"):
+        config = ServerConfig(served_model_name=[NAME], **SERVERS[server])
+        return await aiohttp_client(create_app(config, mistral_model))
     return make
+
+
+def ids(cases):
+    return [f"{c['server']}:{c['name']}" for c in cases]
 
 
 def _scrub_id(body):
@@ -72,22 +80,23 @@ def _scrub_id(body):
     return body
 
 
-@pytest.mark.parametrize("case", RENDER, ids=[c["name"] for c in RENDER])
+@pytest.mark.parametrize("case", RENDER, ids=ids(RENDER))
 async def test_render_matches_vllm(case, client):
-    resp = await (await client()).post(case["path"], json=case["request"])
+    resp = await (await client(case["server"])).post(case["path"], json=case["request"])
     body = await resp.json()
     assert resp.status == case["status"], body
     assert _scrub_id(body) == _scrub_id(case["response"])
 
 
-@pytest.mark.parametrize("case", NONSTREAM, ids=[c["name"] for c in NONSTREAM])
+@pytest.mark.parametrize("case", NONSTREAM, ids=ids(NONSTREAM))
 async def test_answer_equals_vllm(case, client):
-    await check_nonstream(await client(), case)
+    await check_nonstream(await client(case["server"]), case)
 
 
-@pytest.mark.parametrize("case", STREAMS, ids=[c["name"] for c in STREAMS])
+@pytest.mark.parametrize("case", STREAMS, ids=ids(STREAMS))
 async def test_stream_aggregates_to_the_nonstream_answer(case, client):
     base_name = case["name"].rsplit("__stream_", 1)[0]
     if base_name in STREAM_FINISH_DIFFERS:
         pytest.skip("malformed output: vLLM's non-streaming rule looks ahead")
-    await check_stream(await client(), case, BY_NAME[base_name], compare_message=base_name not in STREAM_CANNOT_MATCH)
+    await check_stream(await client(case["server"]), case, BY_NAME[(case["server"], base_name)],
+                       compare_message=base_name not in STREAM_CANNOT_MATCH)

@@ -110,7 +110,9 @@ class MistralToolParser(EngineToolParser):
         tok = ctx.tokenizer
         if tok.token_to_id(TOOL_CALLS) is None:
             raise ValueError("Mistral parser could not locate the tool call token in the tokenizer!")
-        self.v11 = tok.token_to_id(ARGS) is not None
+        # Mistral's own tokenizer (--tokenizer-mode mistral) says its version, as vLLM reads it
+        version = getattr(tok, "version", None)
+        self.v11 = version >= 11 if isinstance(version, int) else tok.token_to_id(ARGS) is not None
 
     def grammar_for(self, ctx: ParserContext) -> Grammar:
         return MISTRAL_THINK if _reasoning_vocab(ctx) else MISTRAL
