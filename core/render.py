@@ -447,7 +447,7 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
             add_generation_prompt=bool(template_kwargs.get("add_generation_prompt")),
             continue_final_message=bool(template_kwargs.get("continue_final_message")),
             reasoning_effort=template_kwargs.get("reasoning_effort"))
-        return budget.check_tokens(ids, [] if with_offsets else None)
+        return budget.check_tokens(ids, None)  # mistral-common gives no offsets (vLLM answers null)
     if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
         from core.renderers import deepseek
 

@@ -128,10 +128,6 @@ class MistralModeTokenizer(Tokenizer):
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self.tekken.encode(text, bos=add_special_tokens, eos=False)
 
-    def encode_with_offsets(self, text: str, add_special_tokens: bool = False
-                            ) -> tuple[list[int], list[tuple[int, int]]]:
-        raise NotImplementedError("token offsets are not available with --tokenizer-mode mistral")
-
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         """transformers' MistralCommonBackend.decode: Tekken's decode, control tokens kept or dropped."""
         from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy

@@ -151,6 +151,7 @@ def render_cases(rec: Recorder, key: str) -> None:
     case("parallel_results_missing", {"messages": [*USER, {"role": "assistant", "tool_calls": [
         ok_call, {**ok_call, "id": "zyxWVU987"}]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": "r"}],
         "tools": TOOLS}, "two calls, one result")
+    case("token_offsets", {"messages": USER, "return_token_offsets": True}, "return_token_offsets: none here")
     case("logit_bias_stop_ids", {"messages": USER, "logit_bias": {"22177": 5}, "stop_token_ids": [4],
                                  "min_tokens": 2, "ignore_eos": True}, "logit_bias, stop_token_ids, min_tokens")
 
@@ -166,6 +167,7 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("truncate", {"prompt": "one two three four five six seven", "truncate_prompt_tokens": 3},
          "truncate_prompt_tokens 3")
     case("special_text", {"prompt": "[INST] hi [/INST]"}, "control-token text in a prompt is plain text")
+    case("token_offsets", {"prompt": "Hi there", "return_token_offsets": True}, "return_token_offsets: none here")
 
 
 def other_api_cases(rec: Recorder, key: str) -> None:
