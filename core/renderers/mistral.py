@@ -149,8 +149,8 @@ class MistralModeTokenizer(Tokenizer):
         """vLLM's MistralTokenizer.convert_tokens_to_string for Tekken: control tokens other than
         the kept four are dropped; the rest are joined, through their bytes when a piece is partial
         UTF-8 (text runs decoded with replacement, control tokens as their own text)."""
-        dropped = self._dropped_texts
-        kept = [t for t in tokens if t not in dropped or isinstance(t, BytePiece)]
+        dropped = self._dropped_texts  # (a BytePiece's text holds U+FFFD: never a control token's)
+        kept = [t for t in tokens if t not in dropped]
         if not any(isinstance(t, BytePiece) for t in kept):
             return "".join(kept)
         parts: list[str] = []

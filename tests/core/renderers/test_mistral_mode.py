@@ -91,3 +91,18 @@ def test_control_tokens_in_text(mistral_model):  # noqa: F811
     for skip in (True, False):
         assert IncrementalDetokenizer.seeded(tok, [1], skip_special_tokens=skip).feed(ids) == "a[TOOL_CALLS]bc"
     assert tok.token_to_id("[ARGS]") is None  # v3: the pre-v11 tool-call form
+
+
+@pytest.mark.slow
+def test_serve_exits_with_one_line_naming_the_flag(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "no-tokenizer"
+    path.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "proxy.cli", "serve", str(path), "--tokenizer-mode", "mistral",
+                           "--engine-url", "http://127.0.0.1:9", "--port", "0"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--tokenizer-mode mistral needs a Mistral tokenizer file" in lines[0]
