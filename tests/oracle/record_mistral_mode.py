@@ -8,9 +8,10 @@ mistral-common's tekken_240911.json, a v3 Tekken tokenizer, as tekken.json):
 Writes tests/fixtures/oracle/render_mistral_mode.json: chat render (plain, system, multi-turn, tools
 and every tool_choice, tool results, assistant tool calls with long and short ids, continue_final_message,
 sampling fields, and what vLLM or mistral-common refuses), completion render, /tokenize and
-/detokenize, completion derender (no parser: the request's skip_special_tokens), and chat derender of
-outputs that test the mode's decoding (control tokens with and without skip_special_tokens, characters
-split over byte tokens, [TOOL_CALLS] under tool_choice none), non-streaming and one token per call.
+/detokenize, Messages and Responses render, completion derender (no parser: the request's
+skip_special_tokens), and chat derender of outputs that test the mode's decoding (control tokens
+with and without skip_special_tokens, characters split over byte tokens, [TOOL_CALLS] under
+tool_choice none), non-streaming and streamed 1 and 5 tokens per call.
 Usage: record_mistral_mode.py   (with /work/venv's python: it needs mistral-common)
        record_mistral_mode.py reasoning   (the server restarted with --reasoning-parser mistral added:
        writes render_mistral_mode_reasoning.json)
@@ -170,6 +171,13 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("token_offsets", {"prompt": "Hi there", "return_token_offsets": True}, "return_token_offsets: none here")
 
 
+def tekken():
+    """The oracle model's own tokenizer, through mistral-common (the ids the engine would produce)."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    return MistralTokenizer.from_file(str(MODELS_DIR / MODEL / "tekken.json")).instruct_tokenizer.tokenizer
+
+
 def other_api_cases(rec: Recorder, key: str) -> None:
     """The Anthropic Messages and Responses render routes in this mode."""
     tool = {"name": "get_weather", "description": "Weather.", "input_schema": {
@@ -206,12 +214,10 @@ def tokenize_cases(rec: Recorder, key: str) -> None:
 def completion_derender_cases(rec: Recorder, key: str) -> None:
     """/v1/completions/derender: no parser, so skip_special_tokens is the request's (default true),
     the mode's byte-joining path."""
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
-
-    tekken = MistralTokenizer.from_file(str(MODELS_DIR / MODEL / "tekken.json")).instruct_tokenizer.tokenizer
-    enc = lambda text: tekken.encode(text, bos=False, eos=False)  # noqa: E731
-    inst, tool_calls, eos = tekken.get_special_token("[INST]"), tekken.get_special_token("[TOOL_CALLS]"), tekken.eos_id
-    prompt = tekken.encode("Tokyo is", bos=True, eos=False)
+    tok = tekken()
+    enc = lambda text: tok.encode(text, bos=False, eos=False)  # noqa: E731
+    inst, tool_calls, eos = tok.get_special_token("[INST]"), tok.get_special_token("[TOOL_CALLS]"), tok.eos_id
+    prompt = tok.encode("Tokyo is", bos=True, eos=False)
     outputs = [
         ("bytes", enc(" 🗼🌞 and 東京") + [eos], "stop", {}, "characters over byte tokens, skipping special tokens"),
         ("bytes_no_skip", enc(" 🗼🌞 and 東京") + [eos], "stop", {"skip_special_tokens": False},
@@ -234,21 +240,19 @@ def completion_derender_cases(rec: Recorder, key: str) -> None:
 
 def derender_cases(rec: Recorder, key: str = "mistral-tekken", flags: list[str] | None = None) -> None:
     """Decoding in this mode, in parsers_*.json's form (Family: non-streaming, 1 and 5 tokens per call)."""
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
-
-    tekken = MistralTokenizer.from_file(str(MODELS_DIR / MODEL / "tekken.json")).instruct_tokenizer.tokenizer
-    eos = tekken.eos_id
-    inst, inst_end, tool_calls = (tekken.get_special_token(t) for t in ("[INST]", "[/INST]", "[TOOL_CALLS]"))
+    tok = tekken()
+    eos = tok.eos_id
+    inst, inst_end, tool_calls = (tok.get_special_token(t) for t in ("[INST]", "[/INST]", "[TOOL_CALLS]"))
 
     def ids(*pieces: int | str, end: bool = True) -> list[int]:
         out: list[int] = []
         for p in pieces:
-            out += [p] if isinstance(p, int) else tekken.encode(p, bos=False, eos=False)
+            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
         return out + ([eos] if end else [])
 
     f = Family(rec, key, PORT, MODEL, flags or ["--served-model-name tiny-mistral", *FLAGS],
                None, eos)  # type: ignore[arg-type]
-    emoji = tekken.encode("🗼🌞", bos=False, eos=False)
+    emoji = tok.encode("🗼🌞", bos=False, eos=False)
     call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
     tools = {"messages": USER, "tools": TOOLS}
     scenarios = [
