@@ -399,7 +399,7 @@ def build_conversation(messages: list[dict[str, Any]], content_format: ContentFo
         if role == "developer":
             out["tools"] = message.get("tools")
         conversation.append(out)
-    _parse_tool_call_arguments(conversation)
+    parse_tool_call_arguments(conversation)
     return conversation
 
 
@@ -412,7 +412,7 @@ def _copy_tool_call(item: Any) -> Any:
     return item
 
 
-def _parse_tool_call_arguments(conversation: list[dict[str, Any]]) -> None:
+def parse_tool_call_arguments(conversation: list[dict[str, Any]]) -> None:
     """Templates expect assistant tool-call arguments as dicts (transformers' convention)."""
     for message in conversation:
         if message["role"] != "assistant" or "tool_calls" not in message:

@@ -50,7 +50,7 @@ def skip_special_ids(tokenizer: Tokenizer) -> frozenset[int]:
     Llama-3's `<|reserved_special_token_N|>` are added tokens flagged special but not in that
     set, so they stay in the text, as in vLLM (`tokenizer.decode` would drop them).
     """
-    return tokenizer.all_special_ids
+    return tokenizer.decode_skip_ids
 
 
 def decode_params(tokenizer: Tokenizer | None, skip_special_tokens: bool | None,
@@ -87,7 +87,7 @@ class IncrementalDetokenizer:
         self._prefix_text = ""
         self._prefix_key: tuple[int, int] | None = (0, 0)
         self._skip_ids = skip_special_ids(tokenizer) if skip_special_tokens else frozenset()
-        self._cache = tokenizer._id_to_token_cache
+        self._cache = tokenizer.token_strings(skip_special_tokens)
         self._vocab_len = len(tokenizer)
         # the backend decoder itself (one Python call less per decode than the wrapper)
         decoder = tokenizer._decoder

@@ -213,8 +213,9 @@ def special_affixes(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
 
 def warm_up(model: ModelInfo) -> None:
     """Build the per-tokenizer caches at start-up rather than on the first request."""
-    fast_encoder(model.tokenizer)
-    special_affixes(model.tokenizer)
+    if model.tokenizer.hf_backend:
+        fast_encoder(model.tokenizer)
+        special_affixes(model.tokenizer)
     max_chars_per_token(model.tokenizer)
 
 
@@ -281,6 +282,8 @@ class TokenBudget:
                ) -> tuple[list[int], list[list[int]] | None]:
         text = self.check_text(tokenizer, text)
         keep = self._keep()
+        if not tokenizer.hf_backend:
+            return self._encode_plain(tokenizer, text, keep)
         backend = tokenizer.backend
         if keep is not None and self.truncation_side is None:
             # tokenizer-side truncation; vLLM loads tokenizers with truncation_side="left", and the
@@ -306,6 +309,17 @@ class TokenBudget:
         ids = enc.ids
         offsets = [list(o) for o in enc.offsets] if with_offsets else None
         return self.check_tokens(ids, offsets, encoded=True)
+
+    def _encode_plain(self, tokenizer: Tokenizer, text: str, keep: int | None
+                      ) -> tuple[list[int], list[list[int]] | None]:
+        """A tokenizer without a Hugging Face pipeline (Mistral's): BOS is the only special token
+        added, and tokenizer-side truncation keeps it, as transformers' backends do."""
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        prefix = [tokenizer.bos_token_id] if self.add_special_tokens and tokenizer.bos_token_id is not None else []
+        if keep is not None and self.truncation_side is None and len(ids) + len(prefix) > keep:
+            room = max(0, keep - len(prefix))
+            ids = ids[len(ids) - room:] if room else []
+        return self.check_tokens([*prefix, *ids], None, encoded=True)
 
     def check_tokens(self, ids: list[int], offsets: list[list[int]] | None = None, encoded: bool = False
                      ) -> tuple[list[int], list[list[int]] | None]:
@@ -423,6 +437,17 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
         effort = chat_kwargs.get("reasoning_effort")
         ids = harmony.render_chat_prompt(messages, tool_dicts, effort)
         return budget.check_tokens(ids, [] if with_offsets else None)
+    if model.renderer == "mistral":  # mistral-common's encoder (core/renderers/mistral.py)
+        from core.renderers import mistral
+
+        build_conversation(messages, "string", model.name)  # vLLM's parse_chat_messages: validates contents
+        mistral.parse_history_arguments(messages)
+        ids = mistral.render_chat_prompt(
+            model.tokenizer, messages, template_tools,  # type: ignore[arg-type]
+            add_generation_prompt=bool(template_kwargs.get("add_generation_prompt")),
+            continue_final_message=bool(template_kwargs.get("continue_final_message")),
+            reasoning_effort=template_kwargs.get("reasoning_effort"))
+        return budget.check_tokens(ids, None)  # mistral-common gives no offsets (vLLM answers null)
     if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
         from core.renderers import deepseek
 
@@ -587,7 +612,13 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     check_choices(options, 1, request.n)
     if model.renderer == "harmony":
         return _render_chat_harmony(model, options, request, request_id_header)
-    _check_tool_choice(request, options)
+    if model.renderer == "mistral":  # vLLM's request rewrite and checks for Mistral tokenizers
+        from core.renderers import mistral
+
+        mistral.prepare_messages(request.messages)
+        mistral.validate_request(request.chat_template, request.chat_template_kwargs, request.reasoning_effort)
+    else:  # a Mistral tokenizer parses tool calls without a tool parser (vLLM skips the check)
+        _check_tool_choice(request, options)
     tools = request.tools
     tool_dicts = None if tools is None or (
         request.tool_choice == "none" and options.exclude_tools_when_tool_choice_none

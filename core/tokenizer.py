@@ -35,6 +35,9 @@ def _token_content(value: Any) -> str | None:
 class Tokenizer:
     """A fast tokenizer with the transformers-compatible surface that render/derender need."""
 
+    # `backend` is a Hugging Face `tokenizers.Tokenizer` (Mistral's own tokenizer has none)
+    hf_backend = True
+
     def __init__(self, tokenizer_json: str, tokenizer_config: dict[str, Any] | None = None) -> None:
         self.backend = RustTokenizer.from_str(tokenizer_json)
         config = tokenizer_config or {}
@@ -61,6 +64,8 @@ class Tokenizer:
             if tid is not None:
                 special_ids.add(tid)
         self.all_special_ids: frozenset[int] = frozenset(special_ids)
+        # what `skip_special_tokens` drops when decoding (Mistral's own tokenizer keeps a few)
+        self.decode_skip_ids: frozenset[int] = self.all_special_ids
         self.added_token_ids: frozenset[int] = frozenset(added)
         self.vocab_size: int = self.backend.get_vocab_size(with_added_tokens=True)
         # ids may exceed the size when added tokens leave gaps; vLLM bounds by len(tokenizer)
@@ -104,6 +109,11 @@ class Tokenizer:
         if token is None:
             return None
         return self.backend.token_to_id(token)
+
+    def token_strings(self, skip_special_tokens: bool) -> list[str | None]:
+        """Each id's token string for the incremental detokenizer (Mistral's own tokenizer gives
+        partial-UTF-8 pieces differently with and without skip_special_tokens)."""
+        return self._id_to_token_cache
 
     def convert_ids_to_tokens(self, ids: Iterable[int], skip_special_tokens: bool = False) -> list[str | None]:
         skip = self.all_special_ids if skip_special_tokens else frozenset()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,48 @@ def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     return Tokenizer(tokenizer_file.read_text(encoding="utf-8"), config)
 
 
+def is_mistral_format(tokenizer_dir: Path) -> bool:
+    """vLLM's `auto` choice of the mistral tokenizer mode: consolidated weights and a Mistral
+    tokenizer file in the directory (Mistral's own releases)."""
+    names = [p.name for p in tokenizer_dir.iterdir()] if tokenizer_dir.is_dir() else []
+    return (any(fnmatch(n, "consolidated*.safetensors") for n in names)
+            and any(n == "tekken.json" or fnmatch(n, "tokenizer.model.v*") for n in names))
+
+
+def load_mistral_tokenizer(tokenizer_dir: Path) -> Tokenizer:
+    """`--tokenizer-mode mistral`: the directory's tekken.json through mistral-common, in test
+    mode, as vLLM loads it (core/renderers/mistral.py)."""
+    from mistral_common.protocol.instruct.validator import ValidationMode
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    from mistral_common.tokens.tokenizers.utils import get_one_valid_tokenizer_file
+
+    from core.renderers.mistral import TOKENIZER_FILES, MistralModeTokenizer
+
+    try:
+        path = get_one_valid_tokenizer_file([str(p) for p in tokenizer_dir.iterdir()])
+    except (ValueError, OSError):
+        raise ModelLoadError(f"--tokenizer-mode mistral needs a Mistral tokenizer file ({TOKENIZER_FILES}) "
+                             f"in {tokenizer_dir}; there is none") from None
+    if not path.endswith(".json"):
+        raise ModelLoadError(f"--tokenizer-mode mistral with a SentencePiece tokenizer ({Path(path).name}) is not "
+                             "supported yet; only Tekken (tekken.json)")
+    try:
+        return MistralModeTokenizer(MistralTokenizer.from_file(path, mode=ValidationMode.test))
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
 def load_model(model: str, *, tokenizer: str | None = None, served_model_names: list[str] | None = None,
                max_model_len: int | None = None, chat_template: str | None = None,
                tokenizer_mode: str = "auto") -> ModelInfo:
     model_dir = resolve_model_dir(model)
-    tok = load_tokenizer(resolve_model_dir(tokenizer) if tokenizer else model_dir)
+    tokenizer_dir = resolve_model_dir(tokenizer) if tokenizer else model_dir
+    if (tokenizer_mode or "auto").lower() == "auto" and is_mistral_format(tokenizer_dir):
+        tokenizer_mode = "mistral"
+    if (tokenizer_mode or "").lower() == "mistral":
+        tok = load_mistral_tokenizer(tokenizer_dir)  # a --chat-template is never used in this mode
+    else:
+        tok = load_tokenizer(tokenizer_dir)
     template = read_chat_template_arg(chat_template)
     if template is not None:
         tok.chat_template = template

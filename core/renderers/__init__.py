@@ -6,7 +6,11 @@
   (vLLM's `ModelConfig` defaults `auto` to the architecture's mode): `deepseek_v32`, `deepseek_v4`,
   `deepseek_v41`
   (`core/renderers/deepseek.py`: DeepSeek's Python prompt encoders, the prompt then tokenized
-  like a chat template's output).
+  like a chat template's output);
+* `mistral`: Mistral's own tokenizer and prompt format through mistral-common
+  (`core/renderers/mistral.py`; Tekken tokenizers before v11). The I/O layer picks it as vLLM
+  does when the mode is `auto` (a model directory with `consolidated*.safetensors` and a
+  Mistral tokenizer file) and loads the tokenizer.
 
 `renderer_for` is called once at model load; a mode vLLM accepts and we do not is a one-line
 start-up error naming `--tokenizer-mode` (a ValueError), never silently the Jinja template.
@@ -17,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 # vLLM 0.33's tokenizer modes: those we render, and the rest (accepted by vLLM, refused here)
-SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4", "deepseek_v41")
-UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "inkling", "kimi_audio", "kimi_k3", "mistral", "terratorch")
+SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4", "deepseek_v41", "mistral")
+UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "inkling", "kimi_audio", "kimi_k3", "terratorch")
 # vLLM's ModelConfig: the architecture's renderer mode when the mode is "auto"
 ARCHITECTURE_MODES = {
     "Alpamayo2Super": "alpamayo2_super",

@@ -14,8 +14,8 @@ vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
   `{"name", "arguments"}` objects (or one object); string arguments are kept as they are, others
   are re-serialized; without a valid call the content is the JSON text after the marker; with
   "required" or a named tool a bare array without the marker is accepted.
-Tool call ids are 9 random alphanumeric characters. (Mistral's own tokenizer mode, which uses
-mistral-common and a grammar, is not supported by this project.)
+Tool call ids are 9 random alphanumeric characters. In `--tokenizer-mode mistral` (Tekken before
+v11, core/renderers/mistral.py) the same rules read the text of Mistral's own decoding.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ class MistralToolParser(EngineToolParser):
         tok = ctx.tokenizer
         if tok.token_to_id(TOOL_CALLS) is None:
             raise ValueError("Mistral parser could not locate the tool call token in the tokenizer!")
-        self.v11 = tok.token_to_id(ARGS) is not None
+        # Mistral's own tokenizer (--tokenizer-mode mistral) says its version, as vLLM reads it
+        version = getattr(tok, "version", None)
+        self.v11 = version >= 11 if isinstance(version, int) else tok.token_to_id(ARGS) is not None
 
     def grammar_for(self, ctx: ParserContext) -> Grammar:
         return MISTRAL_THINK if _reasoning_vocab(ctx) else MISTRAL

@@ -20,7 +20,7 @@ def test_modes_and_architectures():
     assert renderer_for({}, "HF") == "hf"  # vLLM lower-cases the mode
 
 
-@pytest.mark.parametrize("mode", ["mistral", "kimi_k3", "cohere", "inkling", "alpamayo2_super"])
+@pytest.mark.parametrize("mode", ["kimi_k3", "cohere", "inkling", "alpamayo2_super"])
 def test_modes_vllm_knows_are_refused_as_not_supported_yet(mode):
     with pytest.raises(ValueError, match=f"--tokenizer-mode {mode} is not supported yet"):
         renderer_for({}, mode)
@@ -36,8 +36,8 @@ def test_architecture_implied_mode_is_refused_and_unknown_mode_named():
 
 def test_the_loader_turns_it_into_a_one_line_start_up_error(tmp_path):
     path = write_deepseek_model("v4", tmp_path / "v4")
-    with pytest.raises(ModelLoadError, match="--tokenizer-mode mistral is not supported yet"):
-        load_model(str(path), tokenizer_mode="mistral")
+    with pytest.raises(ModelLoadError, match="--tokenizer-mode kimi_k3 is not supported yet"):
+        load_model(str(path), tokenizer_mode="kimi_k3")
     assert load_model(str(path), tokenizer_mode="hf").renderer == "hf"
 
 

@@ -1,0 +1,108 @@
+"""`--tokenizer-mode mistral` at start-up (which directories load, the one-line refusals) and the
+mode's decoding rules on mistral-common's Tekken tokenizer (core/renderers/mistral.py).
+The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.detokenizer import IncrementalDetokenizer
+from proxy.model_loader import ModelLoadError, load_model
+from tests.proxy.test_mistral_mode import NAME, mistral_model, write_tiny_mistral  # noqa: F401
+
+DATA = resources.files("mistral_common") / "data"
+
+
+def test_the_mode_loads_tekken_and_names_its_renderer(mistral_model):  # noqa: F811
+    assert mistral_model.renderer == "mistral"
+    assert mistral_model.eos_token_ids == [2]
+    assert mistral_model.max_model_len == 32768
+
+
+def test_auto_picks_the_mode_for_mistral_format_directories(tmp_path):
+    """vLLM's `auto`: consolidated weights and a Mistral tokenizer file mean mistral mode."""
+    path = write_tiny_mistral(tmp_path / "m")
+    (path / "consolidated.safetensors").write_bytes(b"")
+    assert load_model(str(path)).renderer == "mistral"
+
+
+def test_a_directory_without_a_mistral_tokenizer_is_a_one_line_error(tmp_path):
+    path = tmp_path / "empty"
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match=r"--tokenizer-mode mistral needs a Mistral tokenizer file \(tekken.json "
+                                             r"or tokenizer.model.v\*\)") as err:
+        load_model(str(path), tokenizer_mode="mistral")
+    assert "\n" not in str(err.value)
+
+
+def test_sentencepiece_is_not_supported_yet(tmp_path):
+    path = tmp_path / "sp"
+    path.mkdir()
+    shutil.copy(str(DATA / "tokenizer.model.v1"), path / "tokenizer.model.v1")
+    with pytest.raises(ModelLoadError, match=r"SentencePiece tokenizer \(tokenizer.model.v1\) is not supported yet"):
+        load_model(str(path), tokenizer_mode="mistral")
+
+
+def test_tekken_v11_and_later_are_not_supported_yet(tmp_path):
+    """From v11 vLLM constrains every tool call with mistral-common's grammar: refused, not half done."""
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    data = json.loads((DATA / "tekken_240911.json").read_text(encoding="utf-8"))
+    special = [dict(t) for t in Tekkenizer.DEPRECATED_SPECIAL_TOKENS]
+    special += [{"rank": len(special) + i, "token_str": t, "is_control": True} for i, t in enumerate(["[ARGS]",
+                                                                                                       "[CALL_ID]"])]
+    data["special_tokens"], data["config"]["version"] = special, "v11"
+    path = tmp_path / "v11"
+    path.mkdir()
+    (path / "tekken.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ModelLoadError, match="Tekken v11 tokenizer is not supported yet"):
+        load_model(str(path), tokenizer_mode="mistral")
+
+
+TEXTS = st.text(alphabet=st.sampled_from(list("ab ,.\n") + ["東", "京", "🗼", "é", "🌞", "ß"]), max_size=24)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS)
+def test_skipping_special_tokens_decodes_characters_split_over_byte_tokens(mistral_model, text):  # noqa: F811
+    """With skip_special_tokens the incremental text is Tekken's own decode (partial pieces are joined
+    by their bytes); without it a piece that is not whole UTF-8 stays U+FFFD, as in vLLM."""
+    tok = mistral_model.tokenizer
+    ids = tok.encode(text)
+    detok = IncrementalDetokenizer.seeded(tok, [1, 3], skip_special_tokens=True)
+    assert detok.feed(ids) + detok.feed([tok.eos_token_id]) == text
+    plain = IncrementalDetokenizer.seeded(tok, [1, 3], skip_special_tokens=False)
+    out = plain.feed(ids) + plain.feed(tok.encode(" x"))
+    assert out == "".join(tok.decode([i]) for i in ids) + " x"  # each byte piece its own U+FFFD
+
+
+def test_control_tokens_in_text(mistral_model):  # noqa: F811
+    """[TOOL_CALLS] stays (the parser reads it) even when skipping; [INST] never shows."""
+    tok = mistral_model.tokenizer
+    tool_calls, inst = tok.token_to_id("[TOOL_CALLS]"), tok.token_to_id("[INST]")
+    ids = [*tok.encode("a"), tool_calls, *tok.encode("b"), inst, *tok.encode("c")]
+    for skip in (True, False):
+        assert IncrementalDetokenizer.seeded(tok, [1], skip_special_tokens=skip).feed(ids) == "a[TOOL_CALLS]bc"
+    assert tok.token_to_id("[ARGS]") is None  # v3: the pre-v11 tool-call form
+
+
+@pytest.mark.slow
+def test_serve_exits_with_one_line_naming_the_flag(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "no-tokenizer"
+    path.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "proxy.cli", "serve", str(path), "--tokenizer-mode", "mistral",
+                           "--engine-url", "http://127.0.0.1:9", "--port", "0"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--tokenizer-mode mistral needs a Mistral tokenizer file" in lines[0]
