@@ -443,6 +443,15 @@ class HarmonyHistory:
     output_items: list[Any]
 
 
+def check_harmony_request(request: ResponsesRequest) -> None:
+    """vLLM's front-door checks of a gpt-oss Responses request (`_validate_create_responses_input`)."""
+    if request.include_output_logprobs:
+        raise RequestError("logprobs are not supported with gpt-oss models", 400, "invalid_request_error", "logprobs")
+    if request.previous_input_messages and request.previous_response_id:
+        raise RequestError("Only one of `previous_input_messages` and `previous_response_id` can be set.", 400,
+                           "invalid_request_error", "previous_response_id")
+
+
 def render_responses(model: ModelInfo, options: RenderOptions, request: ResponsesRequest, *,
                      request_id: str | None = None, prior_items: list[Any] | None = None,
                      harmony_history: HarmonyHistory | None = None) -> ResponsesRender:
@@ -613,5 +622,5 @@ def request_size(request: ResponsesRequest) -> int:
     return size
 
 
-__all__ = ["ResponsesRender", "ToolNames", "HarmonyHistory", "render_responses", "conversation", "items_to_messages",
+__all__ = ["ResponsesRender", "ToolNames", "HarmonyHistory", "check_harmony_request", "render_responses", "conversation", "items_to_messages",
            "check_supported_tools", "function_tools", "dump_item", "request_size"]
