@@ -120,7 +120,7 @@ class HarmonyMessages(HarmonyMachine):
         if s["m"] == 2:
             self.flushed = True
             self._end_message()
-        elif s["m"] == 1 and s["rt"]:
+        elif s["m"] == 1:
             # vLLM: the parser errs inside a header; the tokens since the last message, decoded with
             # special tokens kept, become a final-channel message
             text = self.tokenizer.decode(s["rt"], skip_special_tokens=False)
@@ -183,7 +183,7 @@ def new_ids(kind: str) -> dict[str, str]:
 def make_item(frame: ResponsesFrame, message: dict[str, Any], ids: dict[str, str], status: str) -> dict[str, Any]:
     kind, text = message["kind"], "".join(message["text"])
     if kind == REASONING:
-        return reasoning_item(ids["id"], text, None if status == "completed" else status)
+        return reasoning_item(ids["id"], text, None)  # vLLM gives a reasoning item no status
     if kind == MESSAGE:
         return message_item(ids["id"], text, status)
     if kind == CALL:
@@ -387,16 +387,20 @@ class HarmonyResponsesStream:
 
     def feed(self, prompt: int, batch: list[dict[str, Any]]) -> list[bytes]:
         out: list[bytes] = []
-        reader = self.reader
         for engine_event in batch:
             for event in self.session.feed(prompt, engine_event):
-                if event.token_ids:
-                    reader.feed(event.token_ids)
-                if event.finish_reason is not None:
-                    self.finish_reason = event.finish_reason
-                    reader.finish()
-                out += self._drain()
+                out += self.feed_tokens(event.token_ids, event.finish_reason)
         return out
+
+    def feed_tokens(self, token_ids: Sequence[int] | None, finish_reason: str | None) -> list[bytes]:
+        """The events of one chunk of output ids (the session's, after stop strings and the cap)."""
+        reader = self.reader
+        if token_ids:
+            reader.feed(token_ids)
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+            reader.finish()
+        return self._drain()
 
     def close(self, error: RequestError | None) -> list[bytes]:
         frame = self.frame
