@@ -541,9 +541,11 @@ def _render_harmony(model: ModelInfo, options: RenderOptions, request: Responses
         raise bad_request(UNTRUSTED_TEMPLATE)
     tools, tool_names = function_tools(request)
     chat = chat_equivalent(request, [], tools, continues_final_message(request.input))
-    chat.structured_outputs = request.extract_structured_outputs()
+    structured = chat.structured_outputs = request.extract_structured_outputs()
     if options.has_parser:
         harmony.adjust_request(chat, tool_parser=options.tool_parser_cls is not None)
+        if structured is not None and harmony.output_format(structured) is not None:
+            request.text = None  # vLLM's adjustment clears it too: the response echoes "text": null
     effort = request.reasoning.effort if request.reasoning is not None else None
     effort = options.reasoning_effort_map.get(effort, effort) if effort is not None else None
     messages = harmony_responses.conversation(request, effort, None if history is None else history.messages,

@@ -149,3 +149,39 @@ def test_an_unknown_call_id_is_a_400(stack):
 def test_logprobs_are_refused_as_vllm_refuses_them(stack):
     with pytest.raises(openai.BadRequestError, match="logprobs are not supported with gpt-oss models"):
         stack.client().responses.create(model="tiny-gptoss", input=ASK, include=["message.output_text.logprobs"])
+
+
+def test_a_text_format_constrains_the_final_channel(stack):
+    """vLLM wraps the format in a structural tag around the final channel and clears the request's
+    `text`, so the response echoes `text: null`."""
+    stack.set_replies(["<|channel|>final<|message|>{\"t\": 21}<|return|>"])
+    answer = stack.client().responses.create(model="tiny-gptoss", input=ASK, text={"format": {
+        "type": "json_schema", "name": "w", "schema": {"type": "object", "properties": {"t": {"type": "number"}}}}})
+    assert answer.output_text == '{"t": 21}' and answer.text is None
+    tag = json.loads(stack.last_engine_request()["sampling_params"]["structured_outputs"]["structural_tag"])
+    assert tag["format"]["elements"][-1]["elements"][0]["begin"] == "<|channel|>final json<|message|>"
+
+
+def test_background_response_is_stored_with_its_harmony_history(stack):
+    import time
+
+    stack.set_replies([ANALYSIS + CALL])
+    client = stack.client()
+    queued = client.responses.create(model="tiny-gptoss", input=ASK, tools=TOOLS, background=True)
+    deadline = time.monotonic() + 10
+    while (done := client.responses.retrieve(queued.id)).status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert done.status == "completed" and [i.type for i in done.output] == ["reasoning", "function_call"]
+    stack.set_replies([FINAL])
+    after = client.responses.create(model="tiny-gptoss", previous_response_id=done.id, input=[
+        {"type": "function_call_output", "call_id": done.output[-1].call_id, "output": "21"}])
+    assert after.output[-1].content[0].text == "It is sunny in Tokyo."
+    text = gptoss_model().tokenizer.decode(stack.last_engine_request()["token_ids"])
+    assert text.endswith('{"city":"東京"}<|call|><|start|>functions.get_weather<|channel|>commentary to=assistant'
+                         "<|message|>21<|end|><|start|>assistant")
+
+
+def test_an_unknown_previous_response_is_a_404(stack):
+    with pytest.raises(openai.NotFoundError, match="Response with id 'resp_nope' not found."):
+        stack.client().responses.create(model="tiny-gptoss", input="hi", previous_response_id="resp_nope")
