@@ -17,6 +17,11 @@ Checks run in vLLM's order, so a request that breaks several rules gets vLLM's f
 `previous_response_id` is refused by the render route (vLLM's render server is stateless), not
 here: the front door passes the stored response's items as `prior_items` instead.
 
+A gpt-oss model (`renderer == "harmony"`) is rendered as vLLM renders it, with its own Harmony
+conversation (`core/renderers/harmony_responses.py`, `_render_harmony`); a continuation passes
+the stored Harmony messages (`HarmonyHistory`) instead of items, and its output is built by
+`core/derender/adapters/harmony_responses.py`.
+
 Where we answer differently from vLLM 0.33 (each a 500 or a silent acceptance there):
 
 * tools other than `function`, `custom` and `namespace` (web_search, file_search, computer_use,

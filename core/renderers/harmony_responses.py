@@ -35,10 +35,6 @@ from core.protocol.common import VLLMValidationError
 from core.renderers import harmony
 
 
-def flatten_text(content: Any) -> str | None:
-    return harmony.flatten_text(content)
-
-
 def _as_dict(item: Any, *, exclude_none: bool = False) -> dict[str, Any]:
     if isinstance(item, dict):
         return item
@@ -58,7 +54,7 @@ def instructions_and_input(request: Any) -> tuple[str | None, Any]:
     first = _as_dict(items[0], exclude_none=True)
     if first.get("role") not in ("system", "developer"):
         return None, items
-    return flatten_text(first.get("content")), list(items[1:])
+    return harmony.flatten_text(first.get("content")), list(items[1:])
 
 
 def developer_tools(tools: list[Any]) -> list[dict[str, Any]] | None:
@@ -128,7 +124,7 @@ def _chat_shaped(message: dict[str, Any]) -> list[Any]:
         name = message.get("name", "")
         if name and not name.startswith("functions."):
             name = f"functions.{name}"
-        text = flatten_text(message.get("content")) or ""
+        text = harmony.flatten_text(message.get("content")) or ""
         return [Message.from_author_and_content(Author.new(Role.TOOL, name), text)
                 .with_channel("commentary").with_recipient("assistant")]
     if role in ("system", "developer"):
@@ -141,10 +137,14 @@ def previous_input_messages(raw: list[dict[str, Any]] | None) -> list[Any]:
 
     out: list[Any] = []
     for message in raw or []:
-        if isinstance(message.get("author"), dict):
-            converted = [_harmony_shaped(message)]
-        else:
-            converted = _chat_shaped(message)
+        try:
+            if isinstance(message.get("author"), dict):
+                converted = [_harmony_shaped(message)]
+            else:
+                converted = _chat_shaped(message)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # vLLM: a 500
+            raise RequestError(f"Invalid previous_input_messages entry: {exc}", 400, "invalid_request_error",
+                               "previous_input_messages") from None
         out.extend(m for m in converted if m.author.role not in (Role.SYSTEM, Role.DEVELOPER))
     return out
 
@@ -154,7 +154,7 @@ def previous_input_messages(raw: list[dict[str, Any]] | None) -> list[Any]:
 
 def _call_name(call_id: Any, earlier: list[Any]) -> str:
     for item in reversed(earlier):
-        data = _as_dict(item) if not isinstance(item, dict) else item
+        data = _as_dict(item)
         if data.get("type") == "function_call" and data.get("call_id") == call_id:
             return data.get("name", "")
     raise VLLMValidationError(f"No call message found for {call_id}", parameter="input")
@@ -169,7 +169,7 @@ def item_message(item: Any, earlier_calls: list[Any]) -> Any | None:
     if kind is None or kind == "message":
         role, content = data["role"], data["content"]
         if role in ("system", "developer"):
-            text = flatten_text(content)
+            text = harmony.flatten_text(content)
             return harmony.developer_message(text, None) if text else None
         if isinstance(content, str):
             message = Message.from_role_and_content(Role(role), content)
@@ -209,8 +209,8 @@ def input_messages(items: Any, has_history: bool, previous_outputs: list[Any]) -
                 earlier.append(item)
     except RequestError as exc:
         raise _input_error(exc) from None
-    except ValueError as exc:  # openai-harmony's pydantic errors (e.g. an output given as parts)
-        raise _input_error(exc) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # openai-harmony's pydantic errors
+        raise _input_error(exc) from None  # (e.g. an output given as parts), odd shapes
     return out
 
 

@@ -20,15 +20,10 @@ from hypothesis import strategies as st
 
 from core.derender import DerenderSettings
 from core.derender.adapters.harmony_responses import HarmonyResponsesStream, function_names, harmony_non_streamed
-from core.derender.adapters.responses import ResponsesFrame
-from core.derender.session import DerenderSession
-from core.derender.spec import OutputSpec
-from core.engine_request import max_tokens
 from core.protocol.responses import ResponsesRequest
-from core.render_responses import render_responses
 from tests.core.parsers.harmony_cases import OUTPUTS
 from tests.core.test_derender_session import chunking, engine_events
-from tests.core.test_responses_adapter import check_stream, parse_events
+from tests.core.test_responses_adapter import call, check_stream, parse_events
 from tests.frontier_models import gptoss_model
 from tests.oracle_fixtures import load_document
 
@@ -58,17 +53,9 @@ def harmony_settings():
 
 
 def fresh_call(settings_):
-    req = ResponsesRequest.model_validate({"model": "tiny-gptoss", "input": "hi", "tools": GOLDEN["tools"],
-                                           "max_output_tokens": 4096})
-    rendered = render_responses(settings_.model, settings_.render, req)
-    gen = rendered.generate_request
-    parser = settings_.parser_for(rendered.chat)
-
-    def fresh():
-        spec = OutputSpec.for_chat(settings_, rendered.chat, gen["sampling_params"], parser, max_tokens(gen))
-        return (DerenderSession(spec, [gen["token_ids"]], 1),
-                ResponsesFrame(req, gen["sampling_params"], model="m", created_at=1, tool_names=rendered.tool_names))
-    return fresh, function_names(req)
+    body = {"model": "tiny-gptoss", "input": "hi", "tools": GOLDEN["tools"], "max_output_tokens": 4096}
+    fresh = call(settings_, body)
+    return (lambda: fresh()[:2]), function_names(ResponsesRequest.model_validate(body))
 
 
 def golden_events(ids: list[int], cuts: list[int], empty_finish: bool) -> list[dict]:

@@ -8,6 +8,8 @@ where we answer differently on purpose: our answer must equal its `expected` par
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.app import create_app
 from proxy.config import ServerConfig
@@ -44,3 +46,71 @@ def test_deviations_are_documented():
     for case in deviations:
         assert case["deviation"].strip()
         assert (case["status"], case["response"]) != (case["expected"]["status"], case["expected"]["response"])
+
+
+@pytest.mark.parametrize("history", [
+    [{"author": {"role": "robot"}, "content": "x"}],
+    [{"role": "robot", "content": "x"}],
+    [{"role": "assistant", "tool_calls": ["not a call"]}],
+    [{"author": {"role": "user"}, "content": [1, 2]}],
+    [{"content": "no role"}],
+])
+async def test_odd_previous_input_messages_are_400s(history, app_model, aiohttp_client):
+    """vLLM answers most of these with a 500; ours are API-shaped 400s."""
+    client = await aiohttp_client(create_app(ServerConfig(**CONFIG), app_model))
+    resp = await client.post("/v1/responses/render", json={"model": "tiny-gptoss", "input": "hi",
+                                                           "previous_input_messages": history})
+    body = await resp.json()
+    assert resp.status == 400, body
+    assert body["error"]["param"] in ("previous_input_messages", "input")
+
+
+# -- hostile clients: never a 5xx (tests/proxy/test_responses_render_fuzz.py's property, gpt-oss) --------
+
+FUZZ_BODY = {
+    "model": "tiny-gptoss", "instructions": "Be brief.", "tools": [{
+        "type": "function", "name": "get_weather", "description": "Weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "tool"}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "18C"},
+        {"type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "18C."}]},
+        {"role": "system", "content": "Later rule."}, {"role": "user", "content": "Thanks"}],
+    "previous_input_messages": [{"role": "user", "content": "Earlier"},
+                                {"author": {"role": "assistant"}, "channel": "final", "content": "Hi"}],
+    "tool_choice": "auto", "parallel_tool_calls": False, "text": {"format": {"type": "json_object"}},
+    "reasoning": {"effort": "low"}, "max_output_tokens": 64, "temperature": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def fuzz_http():
+    from tests.proxy.frontdoor_stack import Stack
+    from tests.proxy.test_fuzz_endpoints import Http
+
+    stack = Stack(gptoss_model(), **CONFIG)
+    client = Http(stack.url)
+    yield client
+    client.close()
+    stack.close()
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutated_bodies_never_5xx(fuzz_http, data):
+    from tests.proxy.test_fuzz_endpoints import check_answer, encode, mutated, post
+
+    body = data.draw(mutated(FUZZ_BODY))
+    resp = post(fuzz_http, "/v1/responses/render", encode(body))
+    check_answer(resp)
+
+
+def test_the_fuzz_base_body_renders(fuzz_http):
+    from tests.proxy.test_fuzz_endpoints import encode, post
+
+    resp = post(fuzz_http, "/v1/responses/render", encode(FUZZ_BODY))
+    assert resp.status_code == 200, resp.text[:500]

@@ -35,8 +35,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from core.derender.adapters.responses import ResponsesFrame, usage
-from core.derender.adapters.sse import named_event
+from core.derender.adapters.responses import ResponsesFrame, ResponsesStream, usage
 from core.derender.session import DerenderSession
 from core.errors import RequestError
 from core.parsers.families.harmony import FIRST_SPECIAL, HarmonyMachine, new_machine
@@ -283,16 +282,9 @@ class HarmonyResponsesStream:
         self.final: dict[str, Any] | None = None
         self.output_messages: list[Any] = []
 
-    def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
-        payload["sequence_number"] = self.sequence
-        payload["type"] = kind
-        self.sequence += 1
-        return named_event(kind, payload)
-
-    def head(self) -> list[bytes]:
-        start = self.frame.response([], "in_progress", None)
-        return [self._event("response.created", {"response": start}),
-                self._event("response.in_progress", {"response": start})]
+    # the framing (sequence numbers) and the first two events are the generic stream's
+    _event = ResponsesStream._event
+    head = ResponsesStream.head
 
     # -- one message's item ------------------------------------------------------------------
 
