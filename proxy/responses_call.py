@@ -93,8 +93,10 @@ async def harmony_history_of(request: web.Request, req: ResponsesRequest) -> Har
     if record is None:
         raise not_found(req.previous_response_id)
     try:
-        return HarmonyHistory(load_messages(record["harmony"]), validate_items(record["response"].get("output", [])))
-    except (KeyError, TypeError, ValueError):  # not a gpt-oss response, or written by another version of us
+        # only the calls are read (function_call_output finds its call's name there)
+        calls = [item for item in record["response"].get("output", []) if item.get("type") == "function_call"]
+        return HarmonyHistory(load_messages(record["harmony"]), validate_items(calls))
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a gpt-oss response, or written by another version of us
         raise RequestError(f"The stored response '{req.previous_response_id}' cannot be continued by a gpt-oss "
                            "model (it has no Harmony messages).", 400, "invalid_request_error",
                            "previous_response_id") from None
@@ -122,11 +124,12 @@ class ResponsesCall:
         self.harmony = rendered.harmony_messages
         self.harmony_output: list[Any] = []
         self.function_names = function_names(req) if self.harmony is not None else frozenset()
+        self.shown_messages = self.harmony if req.enable_response_messages else None
 
     def writer(self) -> Any:
         """The event stream's writer (a StreamWriter)."""
         if self.harmony is not None:
-            return HarmonyResponsesStream(self.session, self.frame, self.function_names)
+            return HarmonyResponsesStream(self.session, self.frame, self.function_names, self.shown_messages)
         return ResponsesStream(self.session, self.frame, self.counter)
 
     def record(self, response: dict[str, Any], owner: str | None = None, writer: Any = None) -> dict[str, Any]:
@@ -146,7 +149,8 @@ class ResponsesCall:
         finally:
             run.report_tokens()
         if self.harmony is not None:
-            response, self.harmony_output = harmony_non_streamed(self.frame, self.session, self.function_names)
+            response, self.harmony_output = harmony_non_streamed(self.frame, self.session, self.function_names,
+                                                                 self.shown_messages)
             return response
         return non_streamed(self.frame, self.session, self.counter)
 

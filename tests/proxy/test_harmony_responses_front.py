@@ -185,3 +185,31 @@ def test_background_response_is_stored_with_its_harmony_history(stack):
 def test_an_unknown_previous_response_is_a_404(stack):
     with pytest.raises(openai.NotFoundError, match="Response with id 'resp_nope' not found."):
         stack.client().responses.create(model="tiny-gptoss", input="hi", previous_response_id="resp_nope")
+
+
+def test_a_call_to_a_tool_the_model_was_not_given_is_an_mcp_call_and_can_be_continued(stack):
+    stack.set_replies(['<|channel|>commentary to=browser.search <|constrain|>json<|message|>{"q":"x"}<|call|>'])
+    client = stack.client()
+    first = client.responses.create(model="tiny-gptoss", input=ASK, tools=TOOLS)
+    [item] = first.output
+    assert (item.type, item.server_label, item.name, item.arguments) == ("mcp_call", "browser", "search", '{"q":"x"}')
+    stack.set_replies([FINAL])
+    after = client.responses.create(model="tiny-gptoss", previous_response_id=first.id, input="Go on.")
+    assert after.status == "completed"
+    text = gptoss_model().tokenizer.decode(stack.last_engine_request()["token_ids"])
+    assert text.endswith('{"q":"x"}<|call|><|start|>user<|message|>Go on.<|end|><|start|>assistant')
+
+
+def test_enable_response_messages_shows_the_harmony_messages(stack):
+    stack.set_replies([FINAL])
+    client = stack.client()
+    answer = client.responses.create(model="tiny-gptoss", input=ASK, extra_body={"enable_response_messages": True})
+    shown = answer.model_extra
+    assert [m["role"] for m in shown["input_messages"]] == ["system", "user"]
+    assert shown["input_messages"][1]["content"] == [{"type": "text", "text": ASK}]
+    assert [(m["channel"], m["content"][0]["text"]) for m in shown["output_messages"]] == [
+        ("analysis", "Easy."), ("commentary", "Sure."), ("final", "It is sunny in Tokyo.")]
+    _, final = streamed(client, model="tiny-gptoss", input=ASK, extra_body={"enable_response_messages": True})
+    assert final.model_extra["output_messages"] == shown["output_messages"]
+    plain = client.responses.create(model="tiny-gptoss", input=ASK)
+    assert plain.model_extra.get("input_messages") is None

@@ -39,6 +39,7 @@ from core.derender.adapters.responses import ResponsesFrame, ResponsesStream, us
 from core.derender.session import DerenderSession
 from core.errors import RequestError
 from core.parsers.families.harmony import FIRST_SPECIAL, HarmonyMachine, new_machine
+from core.renderers.harmony_responses import dump_messages
 
 REASONING, MESSAGE, CALL, MCP, NOTHING = "reasoning", "message", "function_call", "mcp_call", "nothing"
 BUILTIN_RECIPIENTS = ("python", "browser", "container")
@@ -251,8 +252,17 @@ class HarmonyAnswer:
         self.flushed = reader.flushed
 
 
-def harmony_non_streamed(frame: ResponsesFrame, session: DerenderSession, names: frozenset[str]
-                         ) -> tuple[dict[str, Any], list[Any]]:
+def with_messages(response: dict[str, Any], shown: list[Any] | None, output: list[Any]) -> dict[str, Any]:
+    """`enable_response_messages`: the prompt's and the output's Harmony messages in the response
+    (vLLM's `to_dict` form; none is null). `shown`: the prompt's messages, None when not asked."""
+    if shown is not None:
+        response["input_messages"] = dump_messages(shown) or None
+        response["output_messages"] = dump_messages(output) or None
+    return response
+
+
+def harmony_non_streamed(frame: ResponsesFrame, session: DerenderSession, names: frozenset[str],
+                         shown: list[Any] | None = None) -> tuple[dict[str, Any], list[Any]]:
     """(the response object, the output's Harmony messages)."""
     result = session.results()[0]
     answer = HarmonyAnswer(session.spec.settings.model.tokenizer, names, result.token_ids)
@@ -260,7 +270,8 @@ def harmony_non_streamed(frame: ResponsesFrame, session: DerenderSession, names:
     status = final_status(output, result.finish_reason)
     response = frame.response(output, status, usage(len(session.prompts[0]), session.completion_tokens,
                                                     answer.reasoning_tokens))
-    return response, [harmony_message(m) for m in answer.messages]
+    messages = [harmony_message(m) for m in answer.messages]
+    return with_messages(response, shown, messages), messages
 
 
 # -- the event stream ------------------------------------------------------------------------------
@@ -269,9 +280,11 @@ def harmony_non_streamed(frame: ResponsesFrame, session: DerenderSession, names:
 class HarmonyResponsesStream:
     """Responses streaming events for a gpt-oss session (a `StreamWriter`, n = 1)."""
 
-    def __init__(self, session: DerenderSession, frame: ResponsesFrame, names: frozenset[str]) -> None:
+    def __init__(self, session: DerenderSession, frame: ResponsesFrame, names: frozenset[str],
+                 shown: list[Any] | None = None) -> None:
         self.session = session
         self.frame = frame
+        self.shown = shown  # the prompt's messages, for enable_response_messages
         self.reader = HarmonyMessages(session.spec.settings.model.tokenizer, names)
         self.sequence = 0
         self.output_index = 0
@@ -405,9 +418,9 @@ class HarmonyResponsesStream:
             out.append(self._event("response.failed", {"response": failed}))
             return out
         status = final_status(output, self.finish_reason)
-        final = self.final = frame.response(output, status, usage(len(self.session.prompts[0]),
-                                                                  self.session.completion_tokens,
-                                                                  self.reader.reasoning_tokens))
+        final = self.final = with_messages(frame.response(output, status, usage(
+            len(self.session.prompts[0]), self.session.completion_tokens, self.reader.reasoning_tokens)),
+            self.shown, self.output_messages)
         return [self._event("response.incomplete" if status == "incomplete" else "response.completed",
                             {"response": final})]
 
