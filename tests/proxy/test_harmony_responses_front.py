@@ -213,3 +213,30 @@ def test_enable_response_messages_shows_the_harmony_messages(stack):
     assert final.model_extra["output_messages"] == shown["output_messages"]
     plain = client.responses.create(model="tiny-gptoss", input=ASK)
     assert plain.model_extra.get("input_messages") is None
+
+
+@pytest.mark.slow
+async def test_openai_agents_runner_finishes_a_tool_loop(stack):
+    """The openai-agents SDK sends the whole conversation back each turn (reasoning and call items
+    included) and reads our items: its tool loop ends with the final answer."""
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    calls: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        calls.append(city)
+        return "sunny"
+
+    from tests.proxy.test_responses_front import script
+
+    script(stack, (FINAL, "sunny"), (ANALYSIS + CALL, "weather"))  # the reply by what the prompt holds
+    model = OpenAIResponsesModel(model="tiny-gptoss", openai_client=stack.async_client())
+    agent = Agent(name="weather", instructions="Use the tool.", tools=[get_weather], model=model)
+    result = await Runner.run(agent, ASK)
+    assert calls == ["東京"]
+    assert result.final_output == "It is sunny in Tokyo."
+    text = gptoss_model().tokenizer.decode(stack.last_engine_request()["token_ids"])
+    assert "<|start|>functions.get_weather<|channel|>commentary to=assistant<|message|>sunny<|end|>" in text
