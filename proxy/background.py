@@ -150,7 +150,6 @@ async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun
     finally:
         run.report_tokens()
     assert writer.final is not None
-    call.harmony_output = getattr(writer, "output_messages", [])
     return writer.final
 
 

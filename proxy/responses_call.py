@@ -96,7 +96,7 @@ async def harmony_history_of(request: web.Request, req: ResponsesRequest) -> Har
         # only the calls are read (function_call_output finds its call's name there)
         calls = [item for item in record["response"].get("output", []) if item.get("type") == "function_call"]
         return HarmonyHistory(load_messages(record["harmony"]), validate_items(calls))
-    except (KeyError, TypeError, ValueError, AttributeError):  # not a gpt-oss response, or written by another version of us
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a gpt-oss response, or another version's
         raise RequestError(f"The stored response '{req.previous_response_id}' cannot be continued by a gpt-oss "
                            "model (it has no Harmony messages).", 400, "invalid_request_error",
                            "previous_response_id") from None
@@ -129,14 +129,15 @@ class ResponsesCall:
     def writer(self) -> Any:
         """The event stream's writer (a StreamWriter)."""
         if self.harmony is not None:
-            return HarmonyResponsesStream(self.session, self.frame, self.function_names, self.shown_messages)
+            stream = HarmonyResponsesStream(self.session, self.frame, self.function_names, self.shown_messages)
+            self.harmony_output = stream.output_messages  # filled when the stream closes
+            return stream
         return ResponsesStream(self.session, self.frame, self.counter)
 
-    def record(self, response: dict[str, Any], owner: str | None = None, writer: Any = None) -> dict[str, Any]:
+    def record(self, response: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
         record = {"id": response["id"], "response": response, "input": self.input, "owner": owner}
         if self.harmony is not None:
-            output = getattr(writer, "output_messages", None) or self.harmony_output
-            record["harmony"] = dump_messages([*self.harmony, *output])
+            record["harmony"] = dump_messages([*self.harmony, *self.harmony_output])
         return record
 
     async def generate(self, request: web.Request, run: EngineRun) -> dict[str, Any]:

@@ -95,7 +95,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])
         resp = await write_stream(request, run, [source], writer, head)
         if keep and writer.final is not None:
-            await keep_record(store, call.record(writer.final, writer=writer))
+            await keep_record(store, call.record(writer.final))
         return resp
     response = await call.generate(request, run)
     if keep:

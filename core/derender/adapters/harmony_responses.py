@@ -410,7 +410,7 @@ class HarmonyResponsesStream:
     def close(self, error: RequestError | None) -> list[bytes]:
         frame = self.frame
         output = harmony_output(frame, self.ended, self.reader.flushed, self.ids)
-        self.output_messages = [harmony_message(m) for m in self.ended]
+        self.output_messages[:] = [harmony_message(m) for m in self.ended]  # the list given out stays valid
         if error is not None:
             out = [self._event("error", {"code": str(error.status), "message": error.message, "param": error.param})]
             failed = self.final = frame.response(output, "failed", None,
