@@ -15,6 +15,7 @@ from proxy.app import create_app
 from proxy.config import ServerConfig
 from tests.frontier_models import gptoss_model
 from tests.oracle_fixtures import load_fixture
+from tests.proxy.test_responses_render_fuzz import BODY as GENERIC_FUZZ_BODY
 from tests.proxy.test_responses_render_oracle import expected_answer, normalize_id, post_case
 
 CONFIG = {"tool_call_parser": "openai", "reasoning_parser": "openai_gptoss", "enable_auto_tool_choice": True}
@@ -71,14 +72,9 @@ FUZZ_BODY = {
     "model": "tiny-gptoss", "instructions": "Be brief.", "tools": [{
         "type": "function", "name": "get_weather", "description": "Weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
-    "input": [
-        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
-        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "tool"}]},
-        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
-        {"type": "function_call_output", "call_id": "c1", "output": "18C"},
-        {"type": "message", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "18C."}]},
-        {"role": "system", "content": "Later rule."}, {"role": "user", "content": "Thanks"}],
+    # the generic fuzz body's user, reasoning, call, call output and assistant items (no custom tools here)
+    "input": [*GENERIC_FUZZ_BODY["input"][:5], {"role": "system", "content": "Later rule."},
+              {"role": "user", "content": "Thanks"}],
     "previous_input_messages": [{"role": "user", "content": "Earlier"},
                                 {"author": {"role": "assistant"}, "channel": "final", "content": "Hi"}],
     "tool_choice": "auto", "parallel_tool_calls": False, "text": {"format": {"type": "json_object"}},
