@@ -112,7 +112,9 @@ class ResponsesCall:
         self.gen = rendered.generate_request
         sampling = self.gen["sampling_params"]
         chat = rendered.chat
-        parser = settings.parser_for(chat)
+        # gpt-oss: the Harmony items are read from the token ids (core/derender/adapters/harmony_responses.py),
+        # so the chat parsers need not run
+        parser = None if rendered.harmony_messages is not None else settings.parser_for(chat)
         spec = OutputSpec.for_chat(settings, chat, sampling, parser, max_tokens(self.gen))
         self.session = DerenderSession(spec, [self.gen["token_ids"]], 1)
         self.frame = ResponsesFrame(req, sampling, model=state.model.name, created_at=int(time.time()),

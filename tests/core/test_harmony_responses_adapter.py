@@ -46,8 +46,11 @@ DEVIATIONS = {
 VLLM_FAILS = {"no_channel_header", "unknown_channel"}
 
 
-@pytest.fixture(scope="module")
-def harmony_settings():
+@pytest.fixture(scope="module", params=["chat parsers in the session", "no parser (as the front door runs it)"])
+def harmony_settings(request):
+    """The items are read from the token ids whatever parser the session runs."""
+    if request.param.startswith("no parser"):
+        return DerenderSettings.build(gptoss_model())
     return DerenderSettings.build(gptoss_model(), reasoning_parser="openai_gptoss", tool_call_parser="openai",
                                   enable_auto_tool_choice=True)
 
