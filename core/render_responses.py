@@ -17,6 +17,11 @@ Checks run in vLLM's order, so a request that breaks several rules gets vLLM's f
 `previous_response_id` is refused by the render route (vLLM's render server is stateless), not
 here: the front door passes the stored response's items as `prior_items` instead.
 
+A gpt-oss model (`renderer == "harmony"`) is rendered as vLLM renders it, with its own Harmony
+conversation (`core/renderers/harmony_responses.py`, `_render_harmony`); a continuation passes
+the stored Harmony messages (`HarmonyHistory`) instead of items, and its output is built by
+`core/derender/adapters/harmony_responses.py`.
+
 Where we answer differently from vLLM 0.33 (each a 500 or a silent acceptance there):
 
 * tools other than `function`, `custom` and `namespace` (web_search, file_search, computer_use,
@@ -177,6 +182,8 @@ class ResponsesRender:
     # the chat template kwargs parsers see (server defaults under the request's)
     chat_template_kwargs: dict[str, Any]
     tool_names: ToolNames
+    # gpt-oss: every Harmony message of the prompt (openai_harmony Messages), for the store
+    harmony_messages: list[Any] | None = None
 
 
 # -- tools -------------------------------------------------------------------------------
@@ -432,25 +439,38 @@ def chat_equivalent(request: ResponsesRequest, messages: list[dict[str, Any]],
         vllm_xargs=request.vllm_xargs, request_id=request.request_id)
 
 
-HARMONY_NOT_SUPPORTED = ("The Responses API is not supported yet for gpt-oss (Harmony) models; "
-                         "use /v1/chat/completions.")
+@dataclass(frozen=True)
+class HarmonyHistory:
+    """A stored gpt-oss response a continuation replays (vLLM's msg_store): every Harmony message
+    of its prompt and output, and its output items (where function_call_output finds call names)."""
+
+    messages: list[Any]
+    output_items: list[Any]
+
+
+def check_harmony_request(request: ResponsesRequest) -> None:
+    """vLLM's front-door checks of a gpt-oss Responses request (`_validate_create_responses_input`)."""
+    if request.include_output_logprobs:
+        raise RequestError("logprobs are not supported with gpt-oss models", 400, "invalid_request_error", "logprobs")
+    if request.previous_input_messages and request.previous_response_id:
+        raise RequestError("Only one of `previous_input_messages` and `previous_response_id` can be set.", 400,
+                           "invalid_request_error", "previous_response_id")
 
 
 def render_responses(model: ModelInfo, options: RenderOptions, request: ResponsesRequest, *,
-                     request_id: str | None = None, prior_items: list[Any] | None = None) -> ResponsesRender:
+                     request_id: str | None = None, prior_items: list[Any] | None = None,
+                     harmony_history: HarmonyHistory | None = None) -> ResponsesRender:
     """A Responses request -> vLLM 0.33's GenerateRequest and the chat-equivalent request.
 
     `request_id`: the engine request id (default: the request's own `request_id`, `resp_<16 hex>`
     unless the client set it). `prior_items`: validated items of a stored previous response
-    (see `conversation`). Synchronous CPU work; raises RequestError.
+    (see `conversation`); for gpt-oss, `harmony_history` instead. Synchronous CPU work; raises
+    RequestError.
     """
     check_model(model, request.model)
-    if model.renderer == "harmony":
-        # vLLM renders gpt-oss Responses with its own Harmony conversation (not the chat one) and
-        # parses the output into Harmony items; neither is built here yet: refuse rather than
-        # answer with the chat rendering
-        raise bad_request(HARMONY_NOT_SUPPORTED)
     check_supported_tools(request)
+    if model.renderer == "harmony":
+        return _render_harmony(model, options, request, request_id, harmony_history)
     user_kwargs = request.chat_template_kwargs or {}
     if not options.trust_request_chat_template and user_kwargs.get("chat_template") is not None:
         raise bad_request(UNTRUSTED_TEMPLATE)
@@ -483,8 +503,16 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
     max_tokens = get_max_tokens(model.max_model_len, request.max_output_tokens, len(token_ids),
                                 model.sampling_defaults, truncate)
     params = responses_sampling_params(request, chat, max_tokens, model.sampling_defaults)
+    generate_request = _generate_request(request, request_id, token_ids, params, effective, options)
+    return ResponsesRender(generate_request=generate_request, chat=chat, chat_template_kwargs=effective,
+                           tool_names=tool_names)
+
+
+def _generate_request(request: ResponsesRequest, request_id: str | None, token_ids: list[int],
+                      params: dict[str, Any], effective: dict[str, Any], options: RenderOptions) -> dict[str, Any]:
+    """The GenerateRequest dict vLLM's render_responses_request writes."""
     kv, ec = hoist_transfer_params(params)
-    generate_request = {
+    return {
         "request_id": request.request_id if request_id is None else request_id,
         "token_ids": token_ids,
         "token_offsets": None,
@@ -505,8 +533,44 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
         "kv_transfer_params": kv,
         "ec_transfer_params": ec,
     }
+
+
+def _render_harmony(model: ModelInfo, options: RenderOptions, request: ResponsesRequest, request_id: str | None,
+                    history: HarmonyHistory | None) -> ResponsesRender:
+    """gpt-oss (core/renderers/harmony_responses.py), in vLLM's order: template check, the Harmony
+    parser's request adjustment, the conversation, then the token budget."""
+    from core.renderers import harmony, harmony_responses
+
+    user_kwargs = request.chat_template_kwargs or {}
+    if not options.trust_request_chat_template and user_kwargs.get("chat_template") is not None:
+        raise bad_request(UNTRUSTED_TEMPLATE)
+    tools, tool_names = function_tools(request)
+    chat = chat_equivalent(request, [], tools, continues_final_message(request.input))
+    structured = chat.structured_outputs = request.extract_structured_outputs()
+    if options.has_parser:
+        harmony.adjust_request(chat, tool_parser=options.tool_parser_cls is not None)
+        if structured is not None and harmony.output_format(structured) is not None:
+            request.text = None  # vLLM's adjustment clears it too: the response echoes "text": null
+    effort = request.reasoning.effort if request.reasoning is not None else None
+    effort = options.reasoning_effort_map.get(effort, effort) if effort is not None else None
+    messages = harmony_responses.conversation(request, effort, None if history is None else history.messages,
+                                              [] if history is None else history.output_items)
+    truncate = -1 if request.truncation != "disabled" else None
+    budget = TokenBudget(model.max_model_len, request.max_output_tokens, truncate, None, True, "max_output_tokens")
+    try:
+        token_ids = harmony.render_ids(messages)
+    except Exception as exc:  # openai-harmony's HarmonyError / ValueError on text it cannot render
+        raise bad_request(str(exc)) from None
+    token_ids, _ = budget.check_tokens(token_ids)
+    if not token_ids:
+        raise bad_request("No token_ids rendered")
+    effective = effective_chat_kwargs(chat, options)
+    max_tokens = get_max_tokens(model.max_model_len, request.max_output_tokens, len(token_ids),
+                                model.sampling_defaults, truncate)
+    params = responses_sampling_params(request, chat, max_tokens, model.sampling_defaults)
+    generate_request = _generate_request(request, request_id, token_ids, params, effective, options)
     return ResponsesRender(generate_request=generate_request, chat=chat, chat_template_kwargs=effective,
-                           tool_names=tool_names)
+                           tool_names=tool_names, harmony_messages=messages)
 
 
 def responses_sampling_params(request: ResponsesRequest, chat: ChatCompletionRequest, max_tokens: int,
@@ -565,5 +629,5 @@ def request_size(request: ResponsesRequest) -> int:
     return size
 
 
-__all__ = ["ResponsesRender", "ToolNames", "render_responses", "conversation", "items_to_messages",
+__all__ = ["ResponsesRender", "ToolNames", "HarmonyHistory", "check_harmony_request", "render_responses", "conversation", "items_to_messages",
            "check_supported_tools", "function_tools", "dump_item", "request_size"]

@@ -16,7 +16,6 @@ from typing import Any
 
 from aiohttp import web
 
-from core.derender.adapters.responses import ResponsesStream
 from core.engine_request import engine_body
 from core.errors import RequestError
 from proxy.engine.run import EngineRun
@@ -137,7 +136,7 @@ async def run_background(request: web.Request, call: ResponsesCall, run: EngineR
 
 async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun, events: EventLog) -> dict[str, Any]:
     """A background streamed response: the Responses events into the log; returns the final response."""
-    writer = ResponsesStream(call.session, call.frame, call.counter)
+    writer = call.writer()
     await events.extend(writer.head())
     try:
         source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])

@@ -16,13 +16,15 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from core.derender.adapters.responses import ReasoningCounter, ResponsesFrame, non_streamed
+from core.derender.adapters.harmony_responses import HarmonyResponsesStream, function_names, harmony_non_streamed
+from core.derender.adapters.responses import ReasoningCounter, ResponsesFrame, ResponsesStream, non_streamed
 from core.derender.session import DerenderSession
 from core.derender.spec import OutputSpec
 from core.engine_request import max_tokens
 from core.errors import RequestError
 from core.protocol.responses import ResponsesRequest, validate_items
-from core.render_responses import dump_item
+from core.render_responses import HarmonyHistory, dump_item
+from core.renderers.harmony_responses import dump_messages, load_messages
 from proxy.app import STATE
 from proxy.engine.run import EngineRun
 from proxy.store import ResponseStore, StoreUnavailable
@@ -82,6 +84,24 @@ async def prior_items_of(request: web.Request, req: ResponsesRequest) -> tuple[l
                            "validate).", 400, "invalid_request_error", "previous_response_id") from None
 
 
+async def harmony_history_of(request: web.Request, req: ResponsesRequest) -> HarmonyHistory | None:
+    """gpt-oss: the stored Harmony messages and output items `previous_response_id` continues."""
+    if req.previous_response_id is None:
+        return None
+    store = store_of(request, "previous_response_id", "previous_response_id")
+    record = await stored(store, store.get(req.previous_response_id))
+    if record is None:
+        raise not_found(req.previous_response_id)
+    try:
+        # only the calls are read (function_call_output finds its call's name there)
+        calls = [item for item in record["response"].get("output", []) if item.get("type") == "function_call"]
+        return HarmonyHistory(load_messages(record["harmony"]), validate_items(calls))
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a gpt-oss response, or another version's
+        raise RequestError(f"The stored response '{req.previous_response_id}' cannot be continued by a gpt-oss "
+                           "model (it has no Harmony messages).", 400, "invalid_request_error",
+                           "previous_response_id") from None
+
+
 class ResponsesCall:
     """One `POST /v1/responses` after render: its session, frame and engine request."""
 
@@ -92,16 +112,35 @@ class ResponsesCall:
         self.gen = rendered.generate_request
         sampling = self.gen["sampling_params"]
         chat = rendered.chat
-        parser = settings.parser_for(chat)
+        # gpt-oss: the Harmony items are read from the token ids (core/derender/adapters/harmony_responses.py),
+        # so the chat parsers need not run
+        parser = None if rendered.harmony_messages is not None else settings.parser_for(chat)
         spec = OutputSpec.for_chat(settings, chat, sampling, parser, max_tokens(self.gen))
         self.session = DerenderSession(spec, [self.gen["token_ids"]], 1)
         self.frame = ResponsesFrame(req, sampling, model=state.model.name, created_at=int(time.time()),
                                     tool_names=rendered.tool_names)
         self.counter = ReasoningCounter(parser)
         self.input = [*prior, *input_items(req)]
+        # gpt-oss: the prompt's Harmony messages; the output's are added once answered (the store
+        # keeps both for a continuation, as vLLM's msg_store)
+        self.harmony = rendered.harmony_messages
+        self.harmony_output: list[Any] = []
+        self.function_names = function_names(req) if self.harmony is not None else frozenset()
+        self.shown_messages = self.harmony if req.enable_response_messages else None
+
+    def writer(self) -> Any:
+        """The event stream's writer (a StreamWriter)."""
+        if self.harmony is not None:
+            stream = HarmonyResponsesStream(self.session, self.frame, self.function_names, self.shown_messages)
+            self.harmony_output = stream.output_messages  # filled when the stream closes
+            return stream
+        return ResponsesStream(self.session, self.frame, self.counter)
 
     def record(self, response: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
-        return {"id": response["id"], "response": response, "input": self.input, "owner": owner}
+        record = {"id": response["id"], "response": response, "input": self.input, "owner": owner}
+        if self.harmony is not None:
+            record["harmony"] = dump_messages([*self.harmony, *self.harmony_output])
+        return record
 
     async def generate(self, request: web.Request, run: EngineRun) -> dict[str, Any]:
         """The non-streamed response object (engine failures raise the client's error)."""
@@ -112,6 +151,10 @@ class ResponsesCall:
             run.count(0, self.session.completion_tokens)
         finally:
             run.report_tokens()
+        if self.harmony is not None:
+            response, self.harmony_output = harmony_non_streamed(self.frame, self.session, self.function_names,
+                                                                 self.shown_messages)
+            return response
         return non_streamed(self.frame, self.session, self.counter)
 
 

@@ -22,19 +22,18 @@ import logging
 from aiohttp import web
 from pydantic import ValidationError
 
-from core.derender.adapters.responses import ResponsesStream
 from core.engine_request import engine_body
 from core.errors import RequestError, validation_error
 from core.protocol.responses import ResponsesRequest
 from core.render import check_model
-from core.render_responses import render_responses, request_size
+from core.render_responses import check_harmony_request, render_responses, request_size
 from proxy.app import STATE
 from proxy.engine.pool import pool_of
 from proxy.engine.run import EngineRun
 from proxy.http import json_response, read_json_object
 from proxy.background import BACKGROUND, STREAM_LOGS, follow, start_background
-from proxy.responses_call import (ACTIVE, NO_BACKGROUND, STORE, ResponsesCall, keep_record, prior_items_of, stored, not_found,
-                                  store_of)
+from proxy.responses_call import (ACTIVE, NO_BACKGROUND, STORE, ResponsesCall, harmony_history_of, keep_record,
+                                  prior_items_of, stored, not_found, store_of)
 from proxy.store import open_store
 from proxy.streaming import write_stream
 
@@ -71,12 +70,19 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     req = validate_request(await read_json_object(request))
     check_model(state.model, req.model)
+    harmony = state.model.renderer == "harmony"
+    if harmony:
+        check_harmony_request(req)
     store = request.app.get(STORE)
     if req.background and store is None:
         raise RequestError(NO_BACKGROUND, 400, "invalid_request_error", "background")
-    prior_items, prior = await prior_items_of(request, req)
+    if harmony:
+        history, prior_items, prior = await harmony_history_of(request, req), None, []
+    else:
+        history = None
+        prior_items, prior = await prior_items_of(request, req)
     rendered = await state.run_cpu(request_size(req), functools.partial(
-        render_responses, state.model, state.render, req, prior_items=prior_items))
+        render_responses, state.model, state.render, req, prior_items=prior_items, harmony_history=history))
     call = ResponsesCall(request, req, rendered, prior)
     run = EngineRun(request, pool_of(request.app))
     run.count(len(call.gen["token_ids"]), 0)
@@ -84,7 +90,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if req.background:
         return await start_background(request, call, run, store)
     if req.stream:
-        writer = ResponsesStream(call.session, call.frame, call.counter)
+        writer = call.writer()
         head = writer.head()
         source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])
         resp = await write_stream(request, run, [source], writer, head)

@@ -88,17 +88,3 @@ async def test_tokenize_renders_a_chat_with_harmony_as_the_chat_route(aiohttp_cl
         got = await resp.json()
         assert resp.status == 200, got
         assert got["tokens"] == case["response"]["token_ids"]
-
-
-@pytest.mark.parametrize("path", ["/v1/responses/render", "/v1/responses"])
-async def test_responses_are_refused_in_words_not_rendered_as_a_chat(path, aiohttp_client):
-    """Not built yet for Harmony (vLLM has its own Responses conversation for gpt-oss): a 400 that
-    says so, before any engine is asked, on the render endpoint and the front door alike."""
-    client = await aiohttp_client(create_app(ServerConfig(**SERVERS["gptoss-parsers"]), gptoss_model()))
-    resp = await client.post(path, json={"model": "tiny-gptoss", "input": "hi"})
-    body = await resp.json()
-    assert resp.status == 400, body
-    assert body["error"]["type"] == "BadRequestError"
-    assert "not supported yet for gpt-oss" in body["error"]["message"]
-    chat = await client.post("/v1/chat/completions/render", json={"messages": [{"role": "user", "content": "hi"}]})
-    assert chat.status == 200  # the chat render of the same model is unaffected

@@ -404,6 +404,7 @@ class HarmonyMachine:
         kind = message_kind(header)
         msg = {"k": kind, "ub": "", "bad": False, "any": False}
         s["msg"], s["m"] = msg, 2
+        self._opened(header)
         if kind == "t":
             ct = header["content_type"]
             if self.exact:
@@ -443,6 +444,16 @@ class HarmonyMachine:
             if piece:
                 self.calls.append({"index": msg["ti"], "function": {"arguments": piece}})
         s["msg"], s["m"], s["rt"], s["ro"] = None, 0, [], False
+        self._closed()
+
+    # hooks for a per-message reader (the Responses API's items): a message's header was read,
+    # a message ended (its stop token, or the end of output)
+
+    def _opened(self, header: dict[str, Any]) -> None:
+        pass
+
+    def _closed(self) -> None:
+        pass
 
     def finish(self) -> None:
         """End of output (openai-harmony's process_eos, then vLLM's recovery)."""
