@@ -29,6 +29,7 @@ from core.parsers.families.hermes import HermesToolParser, LongcatToolParser
 from core.parsers.families.hunyuan_a13b import HunyuanA13BReasoningParser, HunyuanA13BToolParser
 from core.parsers.families.internlm import InternLMToolParser
 from core.parsers.families.jamba import JambaToolParser
+from core.parsers.families.k2_horizon import K2HorizonReasoningParser, K2HorizonToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
@@ -72,6 +73,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "granite": GraniteReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
     "hunyuan_a13b": HunyuanA13BReasoningParser,
+    "k2_horizon": K2HorizonReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
@@ -103,6 +105,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "qwen3_json": HermesToolParser,
     "internlm": InternLMToolParser,
     "jamba": JambaToolParser,
+    "k2_horizon": K2HorizonToolParser,
     "kimi_k2": KimiK2ToolParser,
     "kimi_k3": KimiK3ToolParser,
     "llama3_json": Llama3JsonToolParser,
