@@ -188,6 +188,10 @@ def _json_value(value: Any, schema: Any) -> Any:
 class K2HorizonToolParser(ToolParser):
     name = "k2_horizon"
     supports_required_and_named = False  # "required" / a named tool read the IFM markup too
+    # vLLM marks it `engine_based_streaming`: without a reasoning parser (K2's own is classic) the
+    # composition is vLLM's engine one, whose content is this parser's: None when blank, the output
+    # as written under tool_choice "none"
+    engine_based = True
 
     # phases (serialized as these letters)
     TEXT = "T"  # before the group
@@ -204,6 +208,8 @@ class K2HorizonToolParser(ToolParser):
         choice = ctx.tool_choice
         self.named = ((choice.get("function") or {}).get("name")
                       if isinstance(choice, dict) and isinstance(choice.get("function"), dict) else None)
+        # tool_choice "none" (a request without tools has it too): the output is content as written
+        self.passthrough = choice == "none" or (choice is None and not ctx.tools)
 
     def adjust_request(self, request: Any) -> Any:
         """vLLM's only adjustment: an unknown `tool_call_format` is refused (nothing is constrained)."""
@@ -280,17 +286,18 @@ class K2HorizonToolParser(ToolParser):
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        start = text.find(CALLS_OPEN)
+        whole = text if text.strip() else None  # (the content without calls; the classic composition uses its own)
+        start = text.find(CALLS_OPEN) if not self.passthrough else -1
         end = text.find(CALLS_CLOSE, start + len(CALLS_OPEN)) if start != -1 else -1
         if end == -1:
-            return None, text
+            return None, whole
         group = text[start + len(CALLS_OPEN):end]
         matches = list(_CALL.finditer(group))
         if not matches or _CALL.sub("", group).strip():
-            return None, text
+            return None, whole
         calls = [self.parse_call(m.group(1)) for m in matches]
         if any(call is None for call in calls):
-            return None, text
+            return None, whole
         content = text[:start] + text[end + len(CALLS_CLOSE):]
         return calls, content if content.strip() else None
 
@@ -300,7 +307,7 @@ class K2HorizonToolParser(ToolParser):
         # ph: phase; h: a partial tag held at the end; raw: the group's text while no call went
         # out (it is the content if the group fails); the current call's body is raw[po:] while
         # raw is kept (not held twice), else cb; n: calls sent
-        return {"ph": self.TEXT, "h": "", "raw": None, "po": 0, "cb": "", "n": 0}
+        return {"ph": self.PLAIN if self.passthrough else self.TEXT, "h": "", "raw": None, "po": 0, "cb": "", "n": 0}
 
     def _fail(self, state: State, part: str, out: list[str]) -> None:
         """The group failed: before any call went out its whole text is content (exact); after,
@@ -397,4 +404,5 @@ class K2HorizonToolParser(ToolParser):
         return held, []
 
     def tools_called(self, state: State) -> bool:
-        return state["n"] > 0
+        # (in vLLM's engine composition a whitespace-only content is None even without a call)
+        return state["n"] > 0 or self.ctx.engine_composition

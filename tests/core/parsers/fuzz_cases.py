@@ -874,6 +874,53 @@ def kimi_k3_text(rng: Random, case: dict[str, Any]) -> str:
     return out
 
 
+# K2 Horizon: `<ifm|...>` tags (added tokens, not special); the think tags by reasoning_effort, the
+# call bodies in the template's tool_call_format (xml, xml_typed, json)
+K2_THINK = {"high": ("<ifm|think>", "</ifm|think>"), "medium": ("<ifm|think_fast>", "</ifm|think_fast>"),
+            "low": ("<ifm|think_faster>", "</ifm|think_faster>")}
+K2_TAGS = ("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
+           "</ifm|arg_key>", "<ifm|arg_value>", "</ifm|arg_value>", "<ifm|arg_type>", "<ifm|think>", "</ifm|think>")
+K2_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null", "any", "array[string]", "int", "")
+
+
+def k2_horizon_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["k2_horizon"]
+    kwargs = case["chat_template_kwargs"]
+    fmt = kwargs.get("tool_call_format", "xml")  # (what the template asked the model to write)
+    start, end = K2_THINK[kwargs.get("reasoning_effort", "high")]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool", "get weather"])
+        if fmt == "json":
+            obj: dict[str, Any] = {"name": name, "arguments": arguments(rng, fam.tags)}
+            if chance(rng, 0.1):
+                obj = rng.choice([{"name": name}, {"arguments": {}, "name": name}, {"name": name, "arguments": "{}"}])
+            body = rng.choice(["", " ", "\n"]) + dumps(rng, obj)
+        else:
+            sep = rng.choice(["", "", "\n"])
+            pairs = []
+            for key in rng.sample(KEYS, rng.randint(0, 3)):
+                kind = rng.choice(K2_TYPES)
+                typed = f"<ifm|arg_type>{kind}</ifm|arg_type>{sep}" if (fmt == "xml_typed") != chance(rng, 0.05) else ""
+                pairs.append(f"<ifm|arg_key>{key}</ifm|arg_key>{sep}{typed}<ifm|arg_value>{xml_value(rng, fam.tags)}"
+                             "</ifm|arg_value>")
+            body = name + sep + sep.join(pairs)
+        close = "" if chance(rng, 0.05) else "</ifm|tool_call>"
+        if not close or any(tag in body for tag in K2_TAGS[:4]):
+            case["malformed"] = True
+        return "<ifm|tool_call>" + body + close
+
+    def group() -> str:
+        sep = rng.choice(["\n", "", " \n"])
+        closing = "" if chance(rng, 0.05) else "</ifm|tool_calls>"
+        if not closing:
+            case["malformed"] = True
+        return "<ifm|tool_calls>" + sep + sep.join(call() for _ in range(rng.choice([1, 1, 2, 3]))) + sep + closing
+
+    reasoning = think_block(rng, start, end, fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, group)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -1013,6 +1060,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            tags=ERNIE45_TAGS),
     Family("hunyuan_a13b", "qwen3", ("hunyuan_a13b", "hunyuan_a13b", None), ("hunyuan_a13b", "hunyuan_a13b", None),
            hunyuan_a13b_text, tags=HUNYUAN_TAGS),
+    Family("k2_horizon", "k2_horizon", ("k2_horizon", "k2_horizon", None), ("k2_horizon", "k2_horizon", None),
+           k2_horizon_text, tags=K2_TAGS, specials=("<|ifm|endoftext|>", "<|ifm|im_start|>", "<|endoftext|>"),
+           kwargs=({}, {}, {"tool_call_format": "json"}, {"tool_call_format": "xml_typed"},
+                   {"reasoning_effort": "medium"}, {"reasoning_effort": "low", "tool_call_format": "json"})),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}
