@@ -80,11 +80,10 @@ OUTPUTS = {
     "unknown_tool": R + "x " + group(call("nope", {"a": "1"})),
     "name_with_space": R + group(call("get weather", {"city": "A"})),
     "empty_name": R + group(call("", {"city": "A"})),
-    "duplicate_key": R + group(call("get_weather", {"city": "A"}) .replace(CALL_CLOSE, pair("city", "B") + CALL_CLOSE)),
+    "duplicate_key": R + group(call("get_weather", {"city": "A"}).replace(CALL_CLOSE, pair("city", "B") + CALL_CLOSE)),
     "empty_key": R + group(call("get_weather", {" ": "A"})),
-    "junk_between_pairs": R + group(call("get_weather", {"city": "A", "days": 1}).replace(KEY_END + VALUE + "A" +
-                                                                                         VALUE_END, KEY_END + VALUE +
-                                                                                         "A" + VALUE_END + " x ")),
+    "junk_between_pairs": R + group(call("get_weather", {"city": "A", "days": 1}).replace(
+        VALUE_END + KEY, VALUE_END + " x " + KEY)),
     "junk_after_pairs": R + group(call("get_weather", {"city": "A"}).replace(CALL_CLOSE, " tail" + CALL_CLOSE)),
     "stray_arg_tag": R + group(f"{CALL_OPEN}ping{VALUE_END}{CALL_CLOSE}"),
     "key_without_value": R + group(f"{CALL_OPEN}get_weather{KEY}city{KEY_END}{CALL_CLOSE}"),
@@ -125,7 +124,8 @@ FORMAT_OUTPUTS = {
         "json_invalid": R + group(json_call('{"name": "ping", }')),
         "json_duplicate_key": R + group(json_call('{"name": "ping", "name": "search", "arguments": {"query": "a", '
                                                   '"query": "b"}}')),
-        "json_unicode": R + group(json_call('{"name": "search", "arguments": {"query": "\\u96e8 🌧 \\ud83d\\ude00"}}')),
+        "json_unicode": R + group(json_call(
+            '{"name": "search", "arguments": {"query": "\\u96e8 🌧 \\ud83d\\ude00"}}')),
         "xml_in_json": R + group(W),
     },
     "xml_typed": {
@@ -185,7 +185,8 @@ def cases() -> list[dict]:
             for req in ("required", "named", "named_other")]
     for effort, outputs in EFFORT_OUTPUTS.items():
         for name, text in outputs.items():
-            out += [_case(name, text, flags, "auto", {"reasoning_effort": effort}) for flags in ("both", "reasoning_only")]
+            out += [_case(name, text, flags, "auto", {"reasoning_effort": effort})
+                    for flags in ("both", "reasoning_only")]
     return out
 
 

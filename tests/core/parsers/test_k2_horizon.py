@@ -133,7 +133,8 @@ def _adjusted(model, recorded: dict) -> dict:
         return {"error": f"ValueError: {exc.message}"}
     so = request.structured_outputs
     return {"skip_special_tokens": request.skip_special_tokens,
-            "structural_tag": so.structural_tag if so is not None else None, "json": so.json_ if so is not None else None}
+            "structural_tag": so.structural_tag if so is not None else None,
+            "json": so.json_ if so is not None else None}
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["render"]))
