@@ -43,7 +43,7 @@ from core.parsers.families.minimax_m3 import (
     MiniMaxM3ToolParser,
 )
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
-from core.parsers.families.olmo3 import Olmo3ReasoningParser
+from core.parsers.families.olmo3 import Olmo3ReasoningParser, Olmo3ToolParser
 from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
@@ -115,6 +115,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
+    "olmo3": Olmo3ToolParser,
     "openai": HarmonyToolParser,
     "phi4_mini_json": Phi4MiniJsonToolParser,
     "pythonic": PythonicToolParser,

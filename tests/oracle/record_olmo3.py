@@ -25,7 +25,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from record_golden import adjusted, parser_cls, record_cases  # noqa: E402
 from vllm.tokenizers import get_tokenizer  # noqa: E402
 
-from tests.core.parsers.olmo3_cases import FLAGS, PROMPTS, REQUESTS, cases  # noqa: E402
+from tests.core.parsers.olmo3_cases import (  # noqa: E402
+    FLAGS,
+    PROMPTS,
+    REQUESTS,
+    TOOL_FLAGS,
+    TOOL_REQUESTS,
+    cases,
+    tool_cases,
+)
 from tests.core.parsers.parser_models import OLMO3_DROPPED, without_added_tokens  # noqa: E402
 
 
@@ -39,6 +47,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qwen3", default=os.path.expanduser("~/vllm-oracle/models/tiny-qwen3"))
     ap.add_argument("--out", default="tests/core/parsers/golden_frontier/olmo3.json")
+    ap.add_argument("--tools-out", default="tests/core/parsers/golden_frontier/olmo3_tools.json")
     args = ap.parse_args()
     import vllm
 
@@ -49,8 +58,13 @@ def main():
         doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_olmo3.py",
                "model": "tiny-qwen3 without its <think> / </think> added tokens", "records": records,
                "adjusted": adjusted(tok, FLAGS, REQUESTS, "tiny-olmo3"), "is_reasoning_end": reasoning_ends(tok)}
-    Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(records)} records to {args.out}")
+        tool_records = record_cases(tool_cases(), tok, "tiny-olmo3")
+        tools_doc = {"vllm_version": vllm.__version__, "script": "tests/oracle/record_olmo3.py",
+                     "model": doc["model"], "records": tool_records,
+                     "adjusted": adjusted(tok, TOOL_FLAGS, TOOL_REQUESTS, "tiny-olmo3")}
+    for path, written in ((args.out, doc), (args.tools_out, tools_doc)):
+        Path(path).write_text(json.dumps(written, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {len(written['records'])} records to {path}")
 
 
 if __name__ == "__main__":

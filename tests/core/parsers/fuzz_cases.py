@@ -721,6 +721,41 @@ def olmo3_text(rng: Random, case: dict[str, Any]) -> str:
     return text
 
 
+OLMO3_TAGS = ("<function_calls>", "</function_calls>", "</think>", "\n", ")", "(")
+
+
+def olmo3_tools_text(rng: Random, case: dict[str, Any]) -> str:
+    """Olmo 3's tool calls: newline-separated pythonic calls in `<function_calls>` (or without it)."""
+    fam = FAMILIES["olmo3_tools"]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool", "functions.ping"])
+        keys = rng.sample(KEYS, rng.randint(0, 3))
+        args = ", ".join(f"{k}={python_literal(rng, json_value(rng, fam.tags))}" for k in keys)
+        if chance(rng, 0.05):
+            args = rng.choice(["1", "x", "city=str(1)", "city='open"]) + (", " + args if args else "")
+            case["malformed"] = True
+        return f"{name}({args})"
+
+    def lines() -> str:
+        return "\n".join(", ".join(call() for _ in range(rng.choice([1, 1, 1, 2])))
+                         for _ in range(rng.choice([1, 1, 2, 3])))
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    forced = forced_output(rng, case)
+    if forced is not None:
+        return reasoning + forced
+    shape = rng.randrange(10)
+    if shape < 6:
+        closing = "" if chance(rng, 0.05) else "\n</function_calls>"
+        before = prose(rng, fam.tags) + "\n" if chance(rng, 0.3) else spaces(rng)
+        after = rng.choice(["", "", "\n" + prose(rng, fam.tags, 3)])
+        return reasoning + before + "<function_calls>\n" + lines() + closing + after
+    if shape < 8:
+        return reasoning + spaces(rng) + lines() + rng.choice(["", "\n", "\n" + prose(rng, (), 2)])
+    return reasoning + prose(rng, fam.tags, 10)
+
+
 # ERNIE 4.5: Qwen3's think and tool-call markers, the answer in <response> ... </response> or calls
 ERNIE45_TAGS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
 
@@ -1056,6 +1091,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("jamba", "jamba", ("jamba",), (None,), json_block_text, tags=("<tool_calls>", "</tool_calls>")),
     Family("longcat", "longcat", ("longcat", "longcat", None), (None,), longcat_text, tags=LONGCAT_TAGS),
     Family("olmo3", "olmo3", (None,), ("olmo3",), olmo3_text, tags=("<think>", "</think>", "<", "</")),
+    Family("olmo3_tools", "olmo3", ("olmo3",), ("olmo3", None, None), olmo3_tools_text, tags=OLMO3_TAGS),
     Family("ernie45", "ernie45", ("ernie45", "ernie45", None), ("ernie45", "ernie45", None), ernie45_text,
            tags=ERNIE45_TAGS),
     Family("hunyuan_a13b", "qwen3", ("hunyuan_a13b", "hunyuan_a13b", None), ("hunyuan_a13b", "hunyuan_a13b", None),

@@ -22,7 +22,7 @@ def test_reasoning_registered(name):
                                   "minimax_m2", "granite4", "gemma4", "step3",
                                   "minimax_m3", "kimi_k3", "phi4_mini_json",
                                   "internlm", "jamba", "longcat", "ernie45",
-                                  "hunyuan_a13b", "k2_horizon"])
+                                  "hunyuan_a13b", "k2_horizon", "olmo3"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -41,7 +41,7 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "k2_horizon" not in missing_tools and "k2_horizon" not in missing_reasoning
     assert not {"phi4_mini_json", "internlm", "jamba"} & set(missing_tools)
     assert "longcat" not in missing_tools
-    assert "olmo3" not in missing_reasoning
+    assert "olmo3" not in missing_reasoning and "olmo3" not in missing_tools
     assert "ernie45" not in missing_tools and "ernie45" not in missing_reasoning
     assert "hunyuan_a13b" not in missing_tools and "hunyuan_a13b" not in missing_reasoning
     for name in missing_tools:
