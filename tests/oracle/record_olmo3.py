@@ -1,14 +1,16 @@
-"""Record vLLM 0.33's Olmo 3 (`olmo3`) reasoning parser answers in-process (oracle's venv).
+"""Record vLLM 0.33's Olmo 3 (`olmo3`) reasoning and tool parser answers in-process (oracle's venv).
 
     $ORACLE_DIR/venv033/bin/python tests/oracle/record_olmo3.py \\
         [--qwen3 $ORACLE_DIR/models/tiny-qwen3] [--out tests/core/parsers/golden_frontier/olmo3.json]
+        [--tools-out tests/core/parsers/golden_frontier/olmo3_tools.json]
 
 No Olmo 3 tokenizer can be downloaded here: the tokenizer is the oracle's tiny-qwen3 without its
 `<think>` / `</think>` added tokens (tests/core/parsers/parser_models.py `without_added_tokens`,
 `OLMO3_DROPPED`, the directory the tests build): Olmo 3 writes them with ordinary vocabulary
 entries, which vLLM's `is_reasoning_end` looks for. Per case of tests/core/parsers/olmo3_cases.py
 the shared steps of record_golden.py, then `adjust_request` per request and `is_reasoning_end` on a
-few prompts. A recording tool, never imported by the tests.
+few prompts (olmo3.json); the same for the tool cases (`tool_cases`, the olmo3 tool parser alone and
+behind olmo3 reasoning) into olmo3_tools.json. A recording tool, never imported by the tests.
 """
 
 import argparse
