@@ -5,7 +5,7 @@ The engine's token ids of tests/core/parsers/golden_frontier/olmo3_tools.json (v
 tests/oracle/record_olmo3.py) go through HTTP with each golden's parser flags on the same test
 tokenizer: the non-streaming message and finish_reason equal vLLM's, and the stream, one token per
 call with the state carried by the client, aggregates to it but for the documented stream
-differences (tested in tests/core/parsers/test_olmo3_tools.py). Outputs holding special-token text
+differences (tested in tests/core/parsers/test_olmo3.py). Outputs holding special-token text
 are left out (skip_special_tokens stays on).
 """
 
