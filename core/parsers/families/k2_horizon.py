@@ -276,11 +276,11 @@ class K2HorizonToolParser(ToolParser):
             return None  # (vLLM raises; the render side refuses such a request first)
         try:
             name, args = self._json_call(body) if self.format == "json" else self._xml_call(body)
-        except CallFailed:
+            if not finite(args):
+                return None
+            return {"id": None, "name": name, "arguments": dumps(args)}
+        except (CallFailed, RecursionError):  # (JSON nested too deep: vLLM's parser raises, a 500 there)
             return None
-        if not finite(args):
-            return None
-        return {"id": None, "name": name, "arguments": dumps(args)}
 
     # -- non-streaming: vLLM's rule, exactly ------------------------------------------------
 
