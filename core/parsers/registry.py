@@ -29,6 +29,7 @@ from core.parsers.families.hermes import HermesToolParser, LongcatToolParser
 from core.parsers.families.hunyuan_a13b import HunyuanA13BReasoningParser, HunyuanA13BToolParser
 from core.parsers.families.internlm import InternLMToolParser
 from core.parsers.families.jamba import JambaToolParser
+from core.parsers.families.k2_horizon import K2HorizonReasoningParser, K2HorizonToolParser
 from core.parsers.families.kimi_k2 import KimiK2ReasoningParser, KimiK2ToolParser
 from core.parsers.families.kimi_k3 import KimiK3ReasoningParser, KimiK3ToolParser
 from core.parsers.families.llama import Llama3JsonToolParser
@@ -42,7 +43,7 @@ from core.parsers.families.minimax_m3 import (
     MiniMaxM3ToolParser,
 )
 from core.parsers.families.mistral import MistralReasoningParser, MistralToolParser
-from core.parsers.families.olmo3 import Olmo3ReasoningParser
+from core.parsers.families.olmo3 import Olmo3ReasoningParser, Olmo3ToolParser
 from core.parsers.families.phi4_mini import Phi4MiniJsonToolParser
 from core.parsers.families.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser
@@ -72,6 +73,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "granite": GraniteReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
     "hunyuan_a13b": HunyuanA13BReasoningParser,
+    "k2_horizon": K2HorizonReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
@@ -103,6 +105,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "qwen3_json": HermesToolParser,
     "internlm": InternLMToolParser,
     "jamba": JambaToolParser,
+    "k2_horizon": K2HorizonToolParser,
     "kimi_k2": KimiK2ToolParser,
     "kimi_k3": KimiK3ToolParser,
     "llama3_json": Llama3JsonToolParser,
@@ -112,6 +115,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax_m3": MiniMaxM3ToolParser,
     "mistral": MistralToolParser,
+    "olmo3": Olmo3ToolParser,
     "openai": HarmonyToolParser,
     "phi4_mini_json": Phi4MiniJsonToolParser,
     "pythonic": PythonicToolParser,

@@ -1,6 +1,7 @@
 """What the in-process recorders of one family's goldens share (oracle's venv; imported by
 record_step3.py, record_minimax_m3.py, record_json_block.py, record_ernie45.py,
-record_hunyuan_a13b.py, record_seed_oss.py, record_gemma4.py and record_granite4.py, never by the tests).
+record_hunyuan_a13b.py, record_seed_oss.py, record_gemma4.py, record_granite4.py and record_k2_horizon.py, never
+by the tests).
 
 `record_cases`: per case (tests/core/parsers/<family>_cases.py), the token ids (the text encoded,
 the EOS appended unless the case ends by length: <|im_end|> unless the family's own is given), vLLM's non-streaming answer and

@@ -1,5 +1,8 @@
-"""olmo3 reasoning (allenai/Olmo-3-*): `<think>...</think>` written with ordinary vocabulary
-entries (Olmo 3 has no think tokens), read as text (vLLM 0.33's Olmo3ReasoningParser).
+"""olmo3 reasoning and tools (allenai/Olmo-3-*), vLLM 0.33's Olmo3ReasoningParser and
+Olmo3PythonicToolParser.
+
+Reasoning: `<think>...</think>` written with ordinary vocabulary entries (Olmo 3 has no think
+tokens), read as text.
 
 vLLM's non-streaming rule (`parse_complete`, exact): `^(?:<think>)?(.*?)</think>(.*)$` over the
 whole output: reasoning is the text before the first `</think>` (one leading `<think>` dropped,
@@ -15,6 +18,23 @@ while the non-streaming answer makes it content: only the end tells (core/parser
 
 `is_reasoning_end` is vLLM's check on ids: `</` or `Ġ</` followed by `think`, `>` (each a
 vocabulary entry, looked up at start-up: a tokenizer without them is refused like vLLM's).
+
+Tools: newline-separated pythonic calls, `<function_calls>\nf(a=1)\ng(b="x")\n</function_calls>`.
+vLLM's non-streaming rule (`extract_complete`, exact): the inside of the first
+`<function_calls>` ... `</function_calls>` (stripped), else the whole output, has its non-blank
+lines stripped and joined with ", " into `[...]`, which must pass the pythonic rule (vLLM's loose
+call-list pattern, then a list of calls whose keyword arguments are literals; `null` / `true` /
+`false` too): the calls, and no content (the text around the block is dropped); otherwise no call
+and the output is content as written.
+
+Streaming: an output whose lines all read as calls so far (a call list without the tags) is held
+and answered whole at its end by the rule above; the first line that is not a call releases it
+as content. Then `<function_calls>` opens a block, held until `</function_calls>` and answered by
+the same rule: its calls go out whole and the rest of the output is dropped, or, when it is no
+call list, its text and the rest are content. The state holds that list or block (vLLM reads it
+whole). Text before the block went out before the block was seen: the non-streaming answer drops
+it (core/parsers/README.md); a call list without the tags whose calls span lines may be released
+as content where the joined lines still parse.
 """
 
 from __future__ import annotations
@@ -22,7 +42,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from core.parsers.base import ParserContext, ReasoningParser, State
+from typing import Any
+
+from core.parsers.base import ParserContext, ReasoningParser, State, ToolCallDelta, ToolParser
+from core.parsers.families.pythonic import call_list, calls_of
 from core.parsers.text import partial_suffix
 
 THINK_START, THINK_END = "<think>", "</think>"
@@ -85,3 +108,126 @@ class Olmo3ReasoningParser(ReasoningParser):
     def finish(self, state: State) -> tuple[str, str]:
         held, state["h"] = state["h"], ""
         return (held, "") if state["p"] != CONTENT else ("", held)
+
+
+BLOCK_OPEN, BLOCK_CLOSE = "<function_calls>", "</function_calls>"
+_BLOCK = re.compile(r"<function_calls>(.*?)</function_calls>", re.DOTALL)
+# the line boundaries of str.splitlines (what vLLM splits the calls at)
+_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# a line that may still become a call: a (dotted) name, then at most its `(` and anything after
+_CALL_HEAD = re.compile(r"[^\W\d][\w.]*(?:\(|\Z)")
+
+
+def joined_calls(body: str) -> list[dict[str, Any]] | None:
+    """vLLM's reading of a block's inside (or of a whole output): its non-blank lines stripped and
+    joined with ", " into one pythonic list of calls."""
+    return call_list("[" + ", ".join(line.strip() for line in body.splitlines() if line.strip()) + "]")
+
+
+class Olmo3ToolParser(ToolParser):
+    name = "olmo3"
+
+    # phases (serialized as these letters)
+    BARE = "L"  # every line so far may be a call: the whole output is held (a call list without tags)
+    TEXT = "T"  # content, until <function_calls>
+    BLOCK = "B"  # in the first block: held until </function_calls>
+    DROP = "D"  # after a block of calls: the rest is dropped
+    PLAIN = "X"  # the block was no call list: the rest is content
+
+    def extract_complete(self, text: str, token_ids: Sequence[int]
+                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        match = _BLOCK.search(text)
+        calls = joined_calls(match.group(1).strip() if match else text)
+        return (calls, None) if calls is not None else (None, text)
+
+    def start(self) -> State:
+        # ph: phase; raw: the held output (BARE) or block (BLOCK); ln: where the current line starts
+        # in raw and hd: its head (a name and `(`) was seen (BARE); h: a partial tag held at the end
+        # (TEXT, BLOCK); n: calls sent
+        return {"ph": self.BARE, "raw": "", "ln": 0, "hd": False, "h": "", "n": 0}
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
+        ph = state["ph"]
+        if ph == self.PLAIN:
+            return text, []
+        if ph == self.DROP:
+            return "", []
+        if ph == self.BARE:
+            text = self._bare(state, text)
+            if state["ph"] == self.BARE:
+                return "", []
+        return self._tagged(state, text)
+
+    def _bare(self, state: State, text: str) -> str:
+        """Hold the output while every line may be a call; else release it all (returned) as text.
+        Each line is read once when it ends (new text only is searched for line ends), and the
+        current line's head only until its `(` is seen."""
+        scanned = len(state["raw"])
+        state["raw"] += text
+        raw = state["raw"]
+        for end in _LINE_END.finditer(raw, scanned):
+            line = raw[state["ln"]:end.start()].strip()
+            if line and calls_of("[" + line + "]") is None:
+                return self._release(state)
+            state.update(ln=end.end(), hd=False)
+        if not state["hd"]:
+            line = raw[state["ln"]:].lstrip()
+            head = _CALL_HEAD.match(line)
+            if line and head is None:
+                return self._release(state)
+            state["hd"] = bool(line) and line[head.end() - 1:head.end()] == "("
+        return ""
+
+    def _release(self, state: State) -> str:
+        raw = state["raw"]
+        state.update(ph=self.TEXT, raw="", ln=0, hd=False)
+        return raw
+
+    def _tagged(self, state: State, text: str) -> tuple[str, list[ToolCallDelta]]:
+        buf, state["h"] = state["h"] + text, ""
+        if state["ph"] == self.TEXT:
+            at = buf.find(BLOCK_OPEN)
+            if at == -1:
+                end = len(buf) - partial_suffix(buf, (BLOCK_OPEN,))
+                state["h"] = buf[end:]
+                return buf[:end], []
+            state.update(ph=self.BLOCK, raw=BLOCK_OPEN)
+            content, buf = buf[:at], buf[at + len(BLOCK_OPEN):]
+        else:
+            content = ""
+        at = buf.find(BLOCK_CLOSE)
+        if at == -1:
+            end = len(buf) - partial_suffix(buf, (BLOCK_CLOSE,))
+            state["raw"] += buf[:end]
+            state["h"] = buf[end:]
+            return content, []
+        block = state["raw"] + buf[:at]
+        calls = joined_calls(block[len(BLOCK_OPEN):].strip())
+        state["raw"] = ""
+        if calls is None:  # no call list: the block and all that follows are content, as written
+            state["ph"] = self.PLAIN
+            return content + block + buf[at:], []
+        state["ph"] = self.DROP
+        return content, self._deltas(state, calls)
+
+    def _deltas(self, state: State, calls: list[dict[str, Any]]) -> list[ToolCallDelta]:
+        out = [{"index": state["n"] + i, "id": None, "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]}} for i, c in enumerate(calls)]
+        state["n"] += len(calls)
+        return out
+
+    def finish(self, state: State) -> tuple[str, list[ToolCallDelta]]:
+        ph, held = state["ph"], state["h"]
+        raw = state["raw"]
+        state.update(raw="", h="", ln=0, hd=False)
+        if ph == self.BARE:  # the whole output held: vLLM's rule, exactly
+            calls, content = self.extract_complete(raw, ())
+            state["ph"] = self.DROP if calls else self.PLAIN
+            return content or "", self._deltas(state, calls or [])
+        if ph == self.BLOCK:  # never closed: content as written
+            state["ph"] = self.PLAIN
+            return raw + held, []
+        return ("" if ph == self.DROP else held), []
+
+    def tools_called(self, state: State) -> bool:
+        return state["n"] > 0

@@ -96,6 +96,24 @@ def _matches(text: str) -> bool:
         return False
 
 
+def calls_of(text: str) -> list[dict[str, Any]] | None:
+    """`text` parsed (`ast`) as a list whose elements are all calls, as {id, name, arguments};
+    None when it is not one (any failure: vLLM treats it as plain text)."""
+    try:
+        module = ast.parse(text)
+        parsed = getattr(module.body[0], "value", None)
+        if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call) for e in parsed.elts):
+            return None
+        return [_call(e) for e in parsed.elts]  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - vLLM treats any failure as plain text
+        return None
+
+
+def call_list(text: str) -> list[dict[str, Any]] | None:
+    """vLLM's pythonic rule for a whole `[f(a=1), g()]` text: its loose call-list pattern, then `calls_of`."""
+    return calls_of(text) if _matches(text) else None
+
+
 class PythonicToolParser(ToolParser):
     name = "pythonic"
     STRIP_PYTHON_TAGS = False
@@ -107,17 +125,8 @@ class PythonicToolParser(ToolParser):
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        output = self._normalize(text)
-        if not _matches(output):
-            return None, text
-        try:
-            module = ast.parse(output)
-            parsed = getattr(module.body[0], "value", None)
-            if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call) for e in parsed.elts):
-                raise _NotLiteral("not a list of calls")
-            return [_call(e) for e in parsed.elts], None  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - vLLM treats any failure as plain text
-            return None, text
+        calls = call_list(self._normalize(text))
+        return (calls, None) if calls is not None else (None, text)
 
     # -- streaming --------------------------------------------------------------------------
     # phases (serialized as these letters)

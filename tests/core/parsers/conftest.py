@@ -100,3 +100,8 @@ def olmo3(parser_models) -> ModelInfo:
 @pytest.fixture(scope="session")
 def ernie45(parser_models) -> ModelInfo:
     return parser_models["ernie45"]
+
+
+@pytest.fixture(scope="session")
+def k2_horizon(parser_models) -> ModelInfo:
+    return parser_models["k2_horizon"]

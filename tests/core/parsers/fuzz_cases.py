@@ -721,6 +721,41 @@ def olmo3_text(rng: Random, case: dict[str, Any]) -> str:
     return text
 
 
+OLMO3_TAGS = ("<function_calls>", "</function_calls>", "</think>", "\n", ")", "(")
+
+
+def olmo3_tools_text(rng: Random, case: dict[str, Any]) -> str:
+    """Olmo 3's tool calls: newline-separated pythonic calls in `<function_calls>` (or without it)."""
+    fam = FAMILIES["olmo3_tools"]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool", "functions.ping"])
+        keys = rng.sample(KEYS, rng.randint(0, 3))
+        args = ", ".join(f"{k}={python_literal(rng, json_value(rng, fam.tags))}" for k in keys)
+        if chance(rng, 0.05):
+            args = rng.choice(["1", "x", "city=str(1)", "city='open"]) + (", " + args if args else "")
+            case["malformed"] = True
+        return f"{name}({args})"
+
+    def lines() -> str:
+        return "\n".join(", ".join(call() for _ in range(rng.choice([1, 1, 1, 2])))
+                         for _ in range(rng.choice([1, 1, 2, 3])))
+
+    reasoning = think_block(rng, tags=fam.tags) if case["reasoning_parser"] else ""
+    forced = forced_output(rng, case)
+    if forced is not None:
+        return reasoning + forced
+    shape = rng.randrange(10)
+    if shape < 6:
+        closing = "" if chance(rng, 0.05) else "\n</function_calls>"
+        before = prose(rng, fam.tags) + "\n" if chance(rng, 0.3) else spaces(rng)
+        after = rng.choice(["", "", "\n" + prose(rng, fam.tags, 3)])
+        return reasoning + before + "<function_calls>\n" + lines() + closing + after
+    if shape < 8:
+        return reasoning + spaces(rng) + lines() + rng.choice(["", "\n", "\n" + prose(rng, (), 2)])
+    return reasoning + prose(rng, fam.tags, 10)
+
+
 # ERNIE 4.5: Qwen3's think and tool-call markers, the answer in <response> ... </response> or calls
 ERNIE45_TAGS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
 
@@ -874,6 +909,53 @@ def kimi_k3_text(rng: Random, case: dict[str, Any]) -> str:
     return out
 
 
+# K2 Horizon: `<ifm|...>` tags (added tokens, not special); the think tags by reasoning_effort, the
+# call bodies in the template's tool_call_format (xml, xml_typed, json)
+K2_THINK = {"high": ("<ifm|think>", "</ifm|think>"), "medium": ("<ifm|think_fast>", "</ifm|think_fast>"),
+            "low": ("<ifm|think_faster>", "</ifm|think_faster>")}
+K2_TAGS = ("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
+           "</ifm|arg_key>", "<ifm|arg_value>", "</ifm|arg_value>", "<ifm|arg_type>", "<ifm|think>", "</ifm|think>")
+K2_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null", "any", "array[string]", "int", "")
+
+
+def k2_horizon_text(rng: Random, case: dict[str, Any]) -> str:
+    fam = FAMILIES["k2_horizon"]
+    kwargs = case["chat_template_kwargs"]
+    fmt = kwargs.get("tool_call_format", "xml")  # (what the template asked the model to write)
+    start, end = K2_THINK[kwargs.get("reasoning_effort", "high")]
+
+    def call() -> str:
+        name = rng.choice(TOOL_NAMES + TOOL_NAMES + ["unknown_tool", "get weather"])
+        if fmt == "json":
+            obj: dict[str, Any] = {"name": name, "arguments": arguments(rng, fam.tags)}
+            if chance(rng, 0.1):
+                obj = rng.choice([{"name": name}, {"arguments": {}, "name": name}, {"name": name, "arguments": "{}"}])
+            body = rng.choice(["", " ", "\n"]) + dumps(rng, obj)
+        else:
+            sep = rng.choice(["", "", "\n"])
+            pairs = []
+            for key in rng.sample(KEYS, rng.randint(0, 3)):
+                kind = rng.choice(K2_TYPES)
+                typed = f"<ifm|arg_type>{kind}</ifm|arg_type>{sep}" if (fmt == "xml_typed") != chance(rng, 0.05) else ""
+                pairs.append(f"<ifm|arg_key>{key}</ifm|arg_key>{sep}{typed}<ifm|arg_value>{xml_value(rng, fam.tags)}"
+                             "</ifm|arg_value>")
+            body = name + sep + sep.join(pairs)
+        close = "" if chance(rng, 0.05) else "</ifm|tool_call>"
+        if not close or any(tag in body for tag in K2_TAGS[:4]):
+            case["malformed"] = True
+        return "<ifm|tool_call>" + body + close
+
+    def group() -> str:
+        sep = rng.choice(["\n", "", " \n"])
+        closing = "" if chance(rng, 0.05) else "</ifm|tool_calls>"
+        if not closing:
+            case["malformed"] = True
+        return "<ifm|tool_calls>" + sep + sep.join(call() for _ in range(rng.choice([1, 1, 2, 3]))) + sep + closing
+
+    reasoning = think_block(rng, start, end, fam.tags) if case["reasoning_parser"] else ""
+    return reasoning + calls_with_prose(rng, case, fam, group)
+
+
 QWEN_PROMPTS = (None, None, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 SEED_PROMPTS = (None, None, "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n",
@@ -1009,10 +1091,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("jamba", "jamba", ("jamba",), (None,), json_block_text, tags=("<tool_calls>", "</tool_calls>")),
     Family("longcat", "longcat", ("longcat", "longcat", None), (None,), longcat_text, tags=LONGCAT_TAGS),
     Family("olmo3", "olmo3", (None,), ("olmo3",), olmo3_text, tags=("<think>", "</think>", "<", "</")),
+    Family("olmo3_tools", "olmo3", ("olmo3",), ("olmo3", None, None), olmo3_tools_text, tags=OLMO3_TAGS),
     Family("ernie45", "ernie45", ("ernie45", "ernie45", None), ("ernie45", "ernie45", None), ernie45_text,
            tags=ERNIE45_TAGS),
     Family("hunyuan_a13b", "qwen3", ("hunyuan_a13b", "hunyuan_a13b", None), ("hunyuan_a13b", "hunyuan_a13b", None),
            hunyuan_a13b_text, tags=HUNYUAN_TAGS),
+    Family("k2_horizon", "k2_horizon", ("k2_horizon", "k2_horizon", None), ("k2_horizon", "k2_horizon", None),
+           k2_horizon_text, tags=K2_TAGS, specials=("<|ifm|endoftext|>", "<|ifm|im_start|>", "<|endoftext|>"),
+           kwargs=({}, {}, {"tool_call_format": "json"}, {"tool_call_format": "xml_typed"},
+                   {"reasoning_effort": "medium"}, {"reasoning_effort": "low", "tool_call_format": "json"})),
     Family("harmony", "gptoss", ("openai", "openai", None), ("openai_gptoss",), harmony_text,
            specials=("<|startoftext|>",)),
 ]}

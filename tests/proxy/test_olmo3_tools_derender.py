@@ -1,0 +1,57 @@
+"""Olmo 3's tools (`--tool-call-parser olmo3`, with and without `--reasoning-parser olmo3`) over the
+chat derender route.
+
+The engine's token ids of tests/core/parsers/golden_frontier/olmo3_tools.json (vLLM 0.33's answers,
+tests/oracle/record_olmo3.py) go through HTTP with each golden's parser flags on the same test
+tokenizer: the non-streaming message and finish_reason equal vLLM's, and the stream, one token per
+call with the state carried by the client, aggregates to it but for the documented stream
+differences (tested in tests/core/parsers/test_olmo3.py). Outputs holding special-token text
+are left out (skip_special_tokens stays on).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.model import ModelInfo
+from proxy.app import create_app
+from proxy.config import ServerConfig
+from tests.core.parsers.parser_models import OLMO3_DROPPED, without_added_tokens
+from tests.proxy.golden_derender import derender_per_token, derender_whole
+
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" /
+                     "olmo3_tools.json").read_text(encoding="utf-8"))
+EOS = 151645  # <|im_end|>
+PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+# the documented stream differences (the non-streaming answer is still checked)
+STREAM_DIFFERS = ("text_before", "bare_call_closed_next_line", "reasoning_then_block__tools_only")
+CASES = [r for r in GOLDEN["records"] if not r["case"]["name"].startswith("special_tokens")]
+
+
+@pytest.fixture(scope="module")
+def model(model_dirs, tmp_path_factory) -> ModelInfo:
+    from proxy.model_loader import load_model
+
+    path = without_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("olmo3") / "tiny-olmo3", OLMO3_DROPPED)
+    return load_model(str(path), served_model_names=["tiny-olmo3"])
+
+
+@pytest.mark.parametrize("record", CASES, ids=[r["case"]["name"] for r in CASES])
+async def test_derender_equals_vllm_and_streams_to_it(aiohttp_client, model, record):
+    case = record["case"]
+    flags = {"tool_call_parser": "olmo3", "enable_auto_tool_choice": True,
+             **({"reasoning_parser": "olmo3"} if case["reasoning_parser"] else {})}
+    client = await aiohttp_client(create_app(ServerConfig(**flags), model))
+    prompt = model.tokenizer.encode(PROMPT)
+    request = {"messages": [{"role": "user", "content": "hi"}], **case["request"]}
+    message, finish = await derender_whole(client, prompt, request, record, EOS)
+    assert (message, finish) == (record["message"], record["finish_reason"])
+    never_closed = case["reasoning_parser"] and "</think>" not in case["text"]  # (olmo3 reasoning's documented case)
+    if case["name"].startswith(STREAM_DIFFERS) or never_closed:
+        return
+    streamed, last = await derender_per_token(client, prompt, request, record, EOS)
+    assert (streamed, last) == (dict(record["message"], content=record["message"]["content"] or None),
+                                record["finish_reason"])
