@@ -1,6 +1,6 @@
 """The Responses output of gpt-oss (Harmony) against vLLM 0.33, on the one derender machine.
 
-Golden file: tests/fixtures/oracle/responses_output_gptoss.json, recorded in-process from vLLM's own
+Golden file: tests/core/parsers/golden_frontier/harmony_responses.json, recorded in-process from vLLM's own
 `HarmonyContext`, `harmony_to_response_output` and streaming event builders
 (tests/oracle/record_harmony_responses_output.py) for every output of harmony_cases.py. Our
 non-streamed items, status and reasoning-token count must equal vLLM's (random ids compared by
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,9 +26,9 @@ from tests.core.parsers.harmony_cases import OUTPUTS
 from tests.core.test_derender_session import chunking, engine_events
 from tests.core.test_responses_adapter import call, check_stream, parse_events
 from tests.frontier_models import gptoss_model
-from tests.oracle_fixtures import load_document
 
-GOLDEN = load_document("responses_output_gptoss")
+GOLDEN = json.loads((Path(__file__).parent / "parsers" / "golden_frontier" / "harmony_responses.json").read_text(
+    encoding="utf-8"))
 RECORDS = {r["name"]: r for r in GOLDEN["records"]}
 STOP_IDS = (200002, 200012)
 HYP = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

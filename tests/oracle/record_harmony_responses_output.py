@@ -1,7 +1,7 @@
 """Record vLLM 0.33's gpt-oss (Harmony) Responses output in-process (run with the oracle's venv).
 
     $ORACLE_DIR/venv033/bin/python tests/oracle/record_harmony_responses_output.py \
-        [--model $ORACLE_DIR/models/tiny-gptoss] [--out tests/fixtures/oracle/responses_output_gptoss.json]
+        [--model $ORACLE_DIR/models/tiny-gptoss] [--out tests/core/parsers/golden_frontier/harmony_responses.json]
 
 vLLM's render server has no Responses derender, so this drives vLLM's own serving pieces on token
 ids, the way `OpenAIServingResponses` does for a gpt-oss model: a real `HarmonyContext` (with vLLM's
@@ -119,7 +119,7 @@ def run(name, text, cls, tok):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/vllm-oracle/models/tiny-gptoss"))
-    ap.add_argument("--out", default="tests/fixtures/oracle/responses_output_gptoss.json")
+    ap.add_argument("--out", default="tests/core/parsers/golden_frontier/harmony_responses.json")
     args = ap.parse_args()
     tok = get_tokenizer(args.model)
     cls = ParserManager.get_parser(tool_parser_name="openai", reasoning_parser_name="openai_gptoss",
