@@ -12,6 +12,8 @@ stays sans-IO. The rules follow how vLLM derives the same values (docs/vllm-wire
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,9 +54,10 @@ class ModelInfo:
     def primary_eos_token_id(self) -> int | None:
         return self.tokenizer.eos_token_id
 
-    @property
+    @functools.cached_property
     def eos_token_ids(self) -> list[int]:
-        """Every id that ends generation by default: primary EOS first, then generation-config ones."""
+        """Every id that ends generation by default: primary EOS first, then generation-config ones
+        (read on every request's derender: computed once; the fields it reads never change)."""
         ids = [] if self.primary_eos_token_id is None else [self.primary_eos_token_id]
         return ids + [i for i in self.extra_eos_token_ids if i not in ids]
 

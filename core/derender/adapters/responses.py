@@ -25,6 +25,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from core.derender.adapters.sse import named_event
 from core.derender.choice import ChoiceEvent, ChoiceResult
 from core.derender.session import DerenderSession
@@ -232,9 +234,15 @@ class ResponsesStream:
         return named_event(kind, payload)
 
     def head(self) -> list[bytes]:
-        start = self.frame.response([], "in_progress", None)
-        return [self._event("response.created", {"response": start}),
-                self._event("response.in_progress", {"response": start})]
+        # both events carry the same response object: dumped once (it is most of the head's cost,
+        # and the head is on the way to the engine request)
+        start = orjson.dumps(self.frame.response([], "in_progress", None))
+        events = []
+        for kind in ("response.created", "response.in_progress"):
+            events.append(b"event: " + kind.encode() + b'\ndata: {"response":' + start + b',"sequence_number":'
+                          + str(self.sequence).encode() + b',"type":"' + kind.encode() + b'"}\n\n')
+            self.sequence += 1
+        return events
 
     # -- items ------------------------------------------------------------------------------
 
