@@ -324,11 +324,16 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) 
         "| concurrency | API | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) "
         "| TTFT p99 direct / proxied (ms) | added TTFT p99 (ms) | tokens/s direct | tokens/s proxied "
         "| proxy CPU ms / request | tokens per proxy CPU-second | engine CPU ms / request (direct run) "
-        "| proxy's own first-token time p50 / p99 (ms) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| proxy's own first-token time p50 / p99 (ms) | vs chat: added TTFT p50, tokens per CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for level, d, proxied in rows:
+        _, chat, chat_cpu = proxied[0]
+        chat_added, chat_rate = chat["ttft_p50"] - d["ttft_p50"], chat["tokens"] / chat_cpu
         for name, p, cpu in proxied:
+            # issues 12 and 13: the other front doors within 10% of chat (added TTFT <= 1.10x, rate >= 0.90x)
+            versus = ("" if p is chat else
+                      f"{(p['ttft_p50'] - d['ttft_p50']) / chat_added:.2f}x, {p['tokens'] / cpu / chat_rate:.2f}x")
             lines.append(
                 f"| {level} | {name} | {percentile_ms(d['ttft_p50'])} / {percentile_ms(p['ttft_p50'])} "
                 f"| {percentile_ms(p['ttft_p50'] - d['ttft_p50'])} "
@@ -336,7 +341,7 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) 
                 f"| {percentile_ms(p['ttft_p99'] - d['ttft_p99'])} | {d['tok_s']:.0f} | {p['tok_s']:.0f} "
                 f"| {cpu / p['requests'] * 1000:.2f} | {p['tokens'] / cpu:.0f} "
                 f"| {d['engine_cpu'] / d['requests'] * 1000:.2f} "
-                f"| {percentile_ms(p['own'][0])} / {percentile_ms(p['own'][1])} |")
+                f"| {percentile_ms(p['own'][0])} / {percentile_ms(p['own'][1])} | {versus} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -406,6 +411,7 @@ def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
            "--levels", *map(str, args.levels), "--requests-per-level", str(args.requests_per_level),
            "--paced-delay-ms", str(args.paced_delay_ms),
            "--paced-requests-per-level", str(args.paced_requests_per_level),
+           "--paced-min-requests", str(args.paced_min_requests),
            "--pin" if args.pin else "--no-pin", "--out", str(out)]
     subprocess.run(cmd, check=True)
     return out.read_text()
@@ -418,6 +424,9 @@ def main() -> int:
     parser.add_argument("--paced-delay-ms", type=float, default=10.0,
                         help="second run with the engine at this delay per token (0: skip it)")
     parser.add_argument("--paced-requests-per-level", type=int, default=6)
+    # at concurrency 1 a level has few requests: the added-TTFT p50s of the four runs need this many
+    # each to be compared within 10% (a paced request streams for seconds)
+    parser.add_argument("--paced-min-requests", type=int, default=30)
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                         help="the proxy alone on the last CPU, the engine and the client on the others")
     parser.add_argument("--section", choices=["all", "zero", "paced"], default="all",
@@ -427,7 +436,8 @@ def main() -> int:
     if args.section == "zero":
         text = asyncio.run(main_async(args, 0.0, args.requests_per_level, 20))
     elif args.section == "paced":
-        text = asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level, 5))
+        text = asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level,
+                                      args.paced_min_requests))
     else:
         sections = [header(args.pin), section_in_fresh_process(args, paced=False)]
         if args.paced_delay_ms > 0:
