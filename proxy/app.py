@@ -62,15 +62,15 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    from proxy import access_log, auth, cors, lifecycle, metrics, probes, request_body, tracing
+    from proxy import access_log, auth, cors, gate, lifecycle, metrics, probes, request_body, tracing
     from proxy.engine import pool as engine_pool
 
     app = web.Application(middlewares=[
         probes.middleware,  # /health/ready and /health/live: before keys, the drain and the access log
         access_log.observe,  # request id, request metrics, one JSON access-log line
-        *cors.middlewares(config),  # CORS preflights
-        tracing.middleware,  # a span per request (--otlp-traces-endpoint); traceparent to the engines
-        lifecycle.middleware,  # in-flight count for the drain; 503 while shutting down
+        # CORS preflights; a span per request (--otlp-traces-endpoint) or the client's traceparent
+        # carried to the engines; in-flight count for the drain, 503 while shutting down
+        gate.middleware(config),
         error_middleware,  # every failure below becomes an OpenAI error body
         # 401 without the Bearer key (with --api-key; on /metrics with --metrics-api-key and the like)
         *auth.middlewares(config.api_key, metrics_api_key=config.metrics_api_key,

@@ -139,18 +139,10 @@ def policy(config: Any) -> CorsPolicy:
                             bool(getattr(config, "allow_credentials", False)))
 
 
-def middlewares(config: Any) -> list[Any]:
-    """The preflight middleware (always: with no origin allowed, preflights get Starlette's 400)."""
-    cors = policy(config)
-
-    @web.middleware
-    async def cors_preflight(request: web.Request, handler: Any) -> web.StreamResponse:
-        if (request.method == "OPTIONS" and "Origin" in request.headers
-                and "Access-Control-Request-Method" in request.headers):
-            return cors.preflight(request)
-        return await handler(request)
-
-    return [cors_preflight]
+def is_preflight(request: web.Request) -> bool:
+    """An OPTIONS request with `Origin` and `Access-Control-Request-Method` (answered by
+    `CorsPolicy.preflight` before auth and routing: `proxy.gate`)."""
+    return "Origin" in request.headers and "Access-Control-Request-Method" in request.headers
 
 
 def install(app: web.Application, config: Any) -> None:

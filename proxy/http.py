@@ -79,7 +79,12 @@ def validate(model: type[BaseModel], data: Any, *, from_attributes: bool = False
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    return await answer_errors(request, handler, error_response)
+    # `answer_errors` with the OpenAI shape, its try written here: on every request's path, the
+    # call of a coroutine per request saved
+    try:
+        return await handler(request)
+    except Exception as exc:
+        return await _answer(request, exc, error_response)
 
 
 async def answer_errors(request: web.Request, handler: Any, respond: Callable[[RequestError], web.Response]
@@ -87,13 +92,19 @@ async def answer_errors(request: web.Request, handler: Any, respond: Callable[[R
     """Run `handler`; whatever it raises is answered by `respond` (the API's error shape)."""
     try:
         return await handler(request)
-    except BodyTimeout as exc:
-        return await _answer_and_close(request, respond(exc))
     except Exception as exc:
-        error = as_request_error(exc, request)
-        if error is None:
-            raise
-        return respond(error)
+        return await _answer(request, exc, respond)
+
+
+async def _answer(request: web.Request, exc: Exception, respond: Callable[[RequestError], web.Response]
+                  ) -> web.StreamResponse:
+    """The answer to what a handler raised (re-raised when it is no error: an HTTP redirect)."""
+    if isinstance(exc, BodyTimeout):
+        return await _answer_and_close(request, respond(exc))
+    error = as_request_error(exc, request)
+    if error is None:
+        raise exc
+    return respond(error)
 
 
 def as_request_error(exc: Exception, request: web.Request) -> RequestError | None:

@@ -98,8 +98,7 @@ def is_draining(app: web.Application) -> bool:
     return app[LIFECYCLE].draining
 
 
-@web.middleware
-async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+async def admit(request: web.Request, handler: Any) -> web.StreamResponse:
     """Count in-flight requests for the drain; refuse new work (and fail /health) while draining."""
     state = request.app[LIFECYCLE]
     if state.draining:

@@ -167,7 +167,11 @@ def install(app: web.Application, config: Any) -> None:
     app.on_cleanup.append(flush)
 
 
-@web.middleware
+def wanted(request: web.Request) -> bool:
+    """Whether `middleware` has anything to do: a tracer, or a client's trace context to carry."""
+    return request.app.get(TRACING) is not None or TRACEPARENT in request.headers
+
+
 async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     """A span around the request (with --otlp-traces-endpoint), else the client's trace context
     carried to the engine requests."""
