@@ -145,7 +145,7 @@ class ChoiceDerender:
 
     __slots__ = ("spec", "index", "text", "parser_state", "started", "logprob_context", "logprob_offset",
                  "output_tokens", "engine_done", "_texts", "_pieces", "_text_ids", "_kept_ids", "_logprob_parts",
-                 "_finish", "_stop_reason")
+                 "_finish", "_stop_reason", "_no_logprobs")
 
     def __init__(self, spec: OutputSpec, index: int, text: TextDecoder, parser_state: dict[str, Any] | None = None,
                  *, started: bool = False, logprob_context: Sequence[int] = (), logprob_offset: int = 0,
@@ -167,6 +167,7 @@ class ChoiceDerender:
         self._logprob_parts: list[dict[str, Any] | None] = []
         self._finish: str | None = None
         self._stop_reason: int | str | None = None
+        self._no_logprobs = not spec.logprobs and not spec.completion_logprobs  # read on every chunk
 
     @classmethod
     def start(cls, spec: OutputSpec, index: int, prompt_token_ids: Sequence[int] | None,
@@ -234,14 +235,22 @@ class ChoiceDerender:
             return None
         spec = self.spec
         cap = spec.max_tokens
-        if (finish_reason is None and token_ids and not has_logprobs and not spec.logprobs
-                and not spec.completion_logprobs and (cap is None or self.output_tokens + len(token_ids) <= cap)):
+        if (finish_reason is None and token_ids and self._no_logprobs and not has_logprobs
+                and (cap is None or self.output_tokens + len(token_ids) <= cap)):
             # the common chunk (no finish, no logprobs, within the cap): the text, and the ids kept
-            text, text_ids, kept, finish, stop = text_decoder.step(token_ids, None, None)
-            self.output_tokens += kept
-            kept_ids = token_ids if kept == len(token_ids) else token_ids[:kept]
+            if text_decoder.plain(token_ids):  # (TextDecoder.step's own first case, without its tuple)
+                text = text_decoder.detok.feed(token_ids)
+                count = len(token_ids)
+                text_decoder.decoded += count
+                text_ids = kept_ids = token_ids
+                finish = stop = None
+            else:
+                text, text_ids, kept, finish, stop = text_decoder.step(token_ids, None, None)
+                count = kept
+                kept_ids = token_ids if kept == len(token_ids) else token_ids[:kept]
+            self.output_tokens += count
             resolved = None
-            if kept:
+            if count:
                 context = self.logprob_context
                 context.extend(kept_ids)
                 if len(context) > CONTEXT_WINDOW:

@@ -143,12 +143,16 @@ class TextDecoder:
         matcher = StopStringMatcher(opts.stop, opts.include_stop_str_in_output) if opts.stop else None
         return cls(model, opts, _detokenizer(model, opts, prompt_token_ids), matcher)
 
+    def plain(self, token_ids: Sequence[int]) -> bool:
+        """Whether a chunk of these (non-empty) ids, without a finish, is only decoded: nothing
+        held, no stop strings, no possible stop token last (the common chunk)."""
+        return not self.held and self.matcher is None and token_ids[-1] not in self._holdable
+
     def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None) -> TextStep:
         if self.done:
             return TextStep("", _NO_IDS, 0, None, None)
         held = self.held
-        if (finish_reason is None and not held and self.matcher is None and token_ids
-                and token_ids[-1] not in self._holdable):  # the common chunk: decode it, nothing else
+        if finish_reason is None and token_ids and self.plain(token_ids):  # the common chunk: decode it, nothing else
             self.decoded += len(token_ids)
             return _step(TextStep, (self.detok.feed(token_ids), token_ids, len(token_ids), None, None))
         ids: Sequence[int] = held + list(token_ids) if held else token_ids
