@@ -245,7 +245,7 @@ class ChoiceDerender:
                 text_ids = kept_ids = token_ids
                 finish = stop = None
             else:
-                text, text_ids, kept, finish, stop = text_decoder.step(token_ids, None, None)
+                text, text_ids, kept, finish, stop = text_decoder.step_general(token_ids, None, None)
                 count = kept
                 kept_ids = token_ids if kept == len(token_ids) else token_ids[:kept]
             self.output_tokens += count

@@ -151,10 +151,16 @@ class TextDecoder:
     def step(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None) -> TextStep:
         if self.done:
             return TextStep("", _NO_IDS, 0, None, None)
-        held = self.held
         if finish_reason is None and token_ids and self.plain(token_ids):  # the common chunk: decode it, nothing else
             self.decoded += len(token_ids)
             return _step(TextStep, (self.detok.feed(token_ids), token_ids, len(token_ids), None, None))
+        return self.step_general(token_ids, finish_reason, stop_reason)
+
+    def step_general(self, token_ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None
+                     ) -> TextStep:
+        """`step` for a chunk that is not plain (a finish, a held or holdable stop token, stop
+        strings), of a decoder not done: the caller has checked both."""
+        held = self.held
         ids: Sequence[int] = held + list(token_ids) if held else token_ids
         if finish_reason is None and ids and ids[-1] in self._holdable:
             self.held = [ids[-1]]
