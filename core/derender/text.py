@@ -161,6 +161,17 @@ class TextDecoder:
         """`step` for a chunk that is not plain (a finish, a held or holdable stop token, stop
         strings), of a decoder not done: the caller has checked both."""
         held = self.held
+        matcher = self.matcher
+        if (matcher is not None and finish_reason is None and not held and len(token_ids) == 1
+                and token_ids[0] not in self._holdable):
+            # one id while stop strings are watched (a stream's usual chunk with `stop`): the loop
+            # below without its lists
+            self.decoded += 1
+            text = matcher.feed(self.detok.step(token_ids[0]), countable=self.decoded > self.opts.min_tokens)
+            if matcher.matched is None:
+                return _step(TextStep, (text, token_ids, 1, None, None))
+            self.done = True
+            return _step(TextStep, (text, token_ids, 1, "stop", matcher.matched))
         ids: Sequence[int] = held + list(token_ids) if held else token_ids
         if finish_reason is None and ids and ids[-1] in self._holdable:
             self.held = [ids[-1]]
@@ -171,7 +182,6 @@ class TextDecoder:
         if finish_reason == "stop":
             ids, stop_reason = drop_stop(self.model, self.opts, ids, finish_reason, stop_reason)
         kept = len(token_ids)
-        matcher = self.matcher
         if matcher is None:
             text = self.detok.feed(ids)
             self.decoded += len(ids)
