@@ -61,6 +61,11 @@ class ModelInfo:
         ids = [] if self.primary_eos_token_id is None else [self.primary_eos_token_id]
         return ids + [i for i in self.extra_eos_token_ids if i not in ids]
 
+    @functools.cached_property
+    def eos_token_id_set(self) -> frozenset[int]:
+        """`eos_token_ids` as a set (the ids a stream holds back by default, per request)."""
+        return frozenset(self.eos_token_ids)
+
     @property
     def max_token_id(self) -> int:
         """The highest id a prompt or an engine may use: vLLM's renderer bound, the larger of the

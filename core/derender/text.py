@@ -135,8 +135,12 @@ class TextDecoder:
         self.done = done
         self.held = list(held)  # at most one id: a possible stop token whose finish may come next
         # with include_stop_str_in_output a stop token is output text like any other: nothing to hold
-        self._holdable: frozenset[int] = frozenset() if opts.include_stop_str_in_output else frozenset(
-            (*opts.stop_token_ids, *(() if opts.ignore_eos else model.eos_token_ids)))
+        if opts.include_stop_str_in_output:
+            self._holdable: frozenset[int] = frozenset()
+        elif opts.stop_token_ids or opts.ignore_eos:
+            self._holdable = frozenset((*opts.stop_token_ids, *(() if opts.ignore_eos else model.eos_token_ids)))
+        else:  # the usual request: the model's own set, built once
+            self._holdable = model.eos_token_id_set
 
     @classmethod
     def start(cls, model: ModelInfo, opts: TextOptions, prompt_token_ids: Sequence[int] | None) -> TextDecoder:
