@@ -1,6 +1,6 @@
 """Request ids, the per-request JSON access log, and JSON logging for the whole process.
 
-The outermost middleware (`observe`) runs around every request:
+The outermost middleware (`middleware()`) runs around every request but the probes:
 * takes the client's `X-Request-Id` or makes one, keeps it in `request[REQUEST_ID]` and in a
   context variable so every log line written while handling the request carries it, and echoes
   it in the response's `X-Request-Id` header (added when the response is prepared, so streamed
@@ -9,7 +9,7 @@ The outermost middleware (`observe`) runs around every request:
 * writes one JSON access-log line: request id, method, route, path, status, latency, and the
   prompt/completion tokens the handler reported through `metrics_of(app).add_tokens(..., request=)`.
 
-It sits outside `error_middleware`, so the status it records is the one the client really got.
+It sits outside `proxy.gate`, which answers errors, so the status it records is the one the client really got.
 """
 
 from __future__ import annotations
@@ -78,55 +78,65 @@ def route_template(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
-@web.middleware
-async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
-    inner = _with_carryable_request_id(request)  # what the handlers see
-    start = inner[ARRIVAL_KEY] = time.perf_counter()
-    # on both: aiohttp prepares a response a handler returns with the request it received itself
-    rid = request[REQUEST_ID] = request_id(inner)
-    token = current_request_id.set(rid)
-    metrics = request.app[METRICS]
-    metrics.in_flight.inc()
-    status = 500
-    try:
-        response = await handler(inner)
-        status = response.status
-        return response
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    except (asyncio.CancelledError, ConnectionResetError):
-        status = CLIENT_CLOSED
-        raise
-    finally:
-        elapsed = time.perf_counter() - start
-        route = route_template(request)
-        metrics.in_flight.dec()
-        metrics.request_done(route, request.method, status, elapsed)
-        # probes and scrapes come every few seconds: their lines are debug-level noise
-        level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
-        if request.app[ACCESS_LOG_ENABLED] and access_log.isEnabledFor(level):
-            fields: dict[str, Any] = {
-                "request_id": rid, "method": request.method, "route": route, "path": request.path, "status": status,
-                "latency_ms": round(elapsed * 1000, 3), "remote": request.remote,
-            }
-            tokens = inner.get(TOKENS_KEY)
-            if tokens is not None:
-                fields["prompt_tokens"], fields["completion_tokens"] = tokens
-            access_log.log(level, "request", extra={"fields": fields})
-        current_request_id.reset(token)
+def middleware(answered_first: frozenset[Any] = frozenset()) -> Any:
+    """`observe`, the outermost middleware; the route handlers in `answered_first` (the
+    Kubernetes probes) are answered before it: no request id, no metrics, no log line, no key."""
+
+    @web.middleware
+    async def observe(request: web.Request, handler: Any) -> web.StreamResponse:
+        route_handler = request.match_info.handler
+        if route_handler in answered_first:
+            return await route_handler(request)
+        inner = _with_carryable_request_id(request)  # what the handlers see
+        start = inner[ARRIVAL_KEY] = time.perf_counter()
+        # on both: aiohttp prepares a response a handler returns with the request it received itself
+        rid = request[REQUEST_ID] = request_id(inner)
+        token = current_request_id.set(rid)
+        metrics = request.app[METRICS]
+        metrics.in_flight.inc()
+        status = 500
+        try:
+            response = await handler(inner)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        except (asyncio.CancelledError, ConnectionResetError):
+            status = CLIENT_CLOSED
+            raise
+        finally:
+            elapsed = time.perf_counter() - start
+            route = route_template(request)
+            metrics.in_flight.dec()
+            metrics.request_done(route, request.method, status, elapsed)
+            # probes and scrapes come every few seconds: their lines are debug-level noise
+            level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
+            if request.app[ACCESS_LOG_ENABLED] and access_log.isEnabledFor(level):
+                fields: dict[str, Any] = {
+                    "request_id": rid, "method": request.method, "route": route, "path": request.path, "status": status,
+                    "latency_ms": round(elapsed * 1000, 3), "remote": request.remote,
+                }
+                tokens = inner.get(TOKENS_KEY)
+                if tokens is not None:
+                    fields["prompt_tokens"], fields["completion_tokens"] = tokens
+                access_log.log(level, "request", extra={"fields": fields})
+            current_request_id.reset(token)
+
+    return observe
 
 
-async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+def echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """The request's id in the response's `X-Request-Id` (called when a response is prepared,
+    streams included: `proxy.gate.install`)."""
     rid = request.get(REQUEST_ID)
     if rid is not None:
         response.headers[REQUEST_ID_HEADER] = rid
 
 
 def install(app: web.Application, enabled: bool = True) -> None:
-    """`observe` must be the first middleware (create_app puts it there); this adds the header hook."""
+    """`middleware()` must be the first middleware (create_app puts it there)."""
     app[ACCESS_LOG_ENABLED] = enabled
-    app.on_response_prepare.append(_echo_request_id)
 
 
 class JsonFormatter(logging.Formatter):

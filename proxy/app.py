@@ -19,7 +19,6 @@ from core.derender.settings import DerenderSettings
 from core.model import ModelInfo
 from core.render import RenderOptions
 from proxy.config import ServerConfig
-from proxy.http import error_middleware
 
 T = TypeVar("T")
 
@@ -62,16 +61,17 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
                ) -> web.Application:
     import importlib
 
-    from proxy import access_log, auth, cors, gate, lifecycle, metrics, probes, request_body, tracing
+    from proxy import access_log, auth, gate, lifecycle, metrics, probes, request_body, tracing
     from proxy.engine import pool as engine_pool
 
     app = web.Application(middlewares=[
-        probes.middleware,  # /health/ready and /health/live: before keys, the drain and the access log
-        access_log.observe,  # request id, request metrics, one JSON access-log line
+        # request id, request metrics, one JSON access-log line; /health/ready and /health/live
+        # answered before it, the keys and the drain
+        access_log.middleware(answered_first=probes.HANDLERS),
         # CORS preflights; a span per request (--otlp-traces-endpoint) or the client's traceparent
         # carried to the engines; in-flight count for the drain, 503 while shutting down
+        # and every failure below becomes an OpenAI error body
         gate.middleware(config),
-        error_middleware,  # every failure below becomes an OpenAI error body
         # 401 without the Bearer key (with --api-key; on /metrics with --metrics-api-key and the like)
         *auth.middlewares(config.api_key, metrics_api_key=config.metrics_api_key,
                           metrics_require_api_key=config.metrics_require_api_key),
@@ -79,7 +79,7 @@ def create_app(config: ServerConfig, model: ModelInfo, *, extra_route_modules: l
     request_body.install(app, timeout=config.request_body_timeout)  # (HANDLER_ARGS: bodies decoded there)
     metrics.install(app)
     access_log.install(app, enabled=config.access_log)
-    cors.install(app, config)
+    gate.install(app, config)  # X-Request-Id and CORS headers on every response
     tracing.install(app, config)
     lifecycle.install(app, config.shutdown_timeout)
     probes.install(app, model.name)

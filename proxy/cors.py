@@ -110,7 +110,10 @@ class CorsPolicy:
                     headers["Access-Control-Allow-Origin"] = origin
                 headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
         # (Starlette says `Vary: Origin` on every response, with an Origin header or without)
-        headers["Vary"] = ", ".join([*headers.getall("Vary", ()), "Origin"])
+        if "Vary" in headers:
+            headers["Vary"] = ", ".join([*headers.getall("Vary"), "Origin"])
+        else:
+            headers["Vary"] = "Origin"
 
 
 def parse_list(values: list[str] | None, default: list[str]) -> list[str]:
@@ -143,13 +146,3 @@ def is_preflight(request: web.Request) -> bool:
     """An OPTIONS request with `Origin` and `Access-Control-Request-Method` (answered by
     `CorsPolicy.preflight` before auth and routing: `proxy.gate`)."""
     return "Origin" in request.headers and "Access-Control-Request-Method" in request.headers
-
-
-def install(app: web.Application, config: Any) -> None:
-    """Starlette's headers on every response to a request with `Origin` (streams included)."""
-    cors = policy(config)
-
-    async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
-        cors.decorate(request, response)
-
-    app.on_response_prepare.append(add_headers)

@@ -79,12 +79,11 @@ def validate(model: type[BaseModel], data: Any, *, from_attributes: bool = False
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    # `answer_errors` with the OpenAI shape, its try written here: on every request's path, the
-    # call of a coroutine per request saved
+    """`answer_errors` with the OpenAI shape (the proxy's own app does this inside `proxy.gate`)."""
     try:
         return await handler(request)
     except Exception as exc:
-        return await _answer(request, exc, error_response)
+        return await answer(request, exc, error_response)
 
 
 async def answer_errors(request: web.Request, handler: Any, respond: Callable[[RequestError], web.Response]
@@ -93,10 +92,10 @@ async def answer_errors(request: web.Request, handler: Any, respond: Callable[[R
     try:
         return await handler(request)
     except Exception as exc:
-        return await _answer(request, exc, respond)
+        return await answer(request, exc, respond)
 
 
-async def _answer(request: web.Request, exc: Exception, respond: Callable[[RequestError], web.Response]
+async def answer(request: web.Request, exc: Exception, respond: Callable[[RequestError], web.Response]
                   ) -> web.StreamResponse:
     """The answer to what a handler raised (re-raised when it is no error: an HTTP redirect)."""
     if isinstance(exc, BodyTimeout):

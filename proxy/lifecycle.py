@@ -74,6 +74,16 @@ class Lifecycle:
     def __post_init__(self) -> None:
         self.idle.set()
 
+    def enter(self) -> None:
+        """A request is admitted (the caller checked `draining`)."""
+        self.in_flight += 1
+        self.idle.clear()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
+
 
 LIFECYCLE: web.AppKey[Lifecycle] = web.AppKey("lifecycle", Lifecycle)
 
@@ -98,20 +108,10 @@ def is_draining(app: web.Application) -> bool:
     return app[LIFECYCLE].draining
 
 
-async def admit(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Count in-flight requests for the drain; refuse new work (and fail /health) while draining."""
-    state = request.app[LIFECYCLE]
-    if state.draining:
-        return web.Response(status=503, body=error_json(SHUTTING_DOWN_MESSAGE, "ServiceUnavailable", 503),
-                            content_type="application/json", headers={"Connection": "close"})
-    state.in_flight += 1
-    state.idle.clear()
-    try:
-        return await handler(request)
-    finally:
-        state.in_flight -= 1
-        if state.in_flight == 0:
-            state.idle.set()
+def refusal() -> web.Response:
+    """The answer to a request that arrives while draining."""
+    return web.Response(status=503, body=error_json(SHUTTING_DOWN_MESSAGE, "ServiceUnavailable", 503),
+                        content_type="application/json", headers={"Connection": "close"})
 
 
 async def _wait_idle(state: Lifecycle, timeout: float) -> bool:

@@ -9,7 +9,7 @@
   stuck, or that no longer accepts, fails it. Engines never make it fail (restarting the proxy
   does not mend an engine).
 
-`middleware` answers both before every other middleware: outside the API key (a kubelet has no
+`HANDLERS` are answered before every other middleware (`access_log.middleware`): outside the API key (a kubelet has no
 key), the drain's refusal and the access log (probes every few seconds are no traffic to count).
 `GET /health` stays `vllm serve`'s (proxy/routes/basic.py).
 """
@@ -72,20 +72,12 @@ async def live(request: web.Request) -> web.Response:
     return web.Response(status=200, text="OK")
 
 
-_PROBES = frozenset({ready, live})
-
-
-@web.middleware
-async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Answer the probes before every other middleware (see the module docstring)."""
-    route_handler = request.match_info.handler
-    if route_handler in _PROBES:
-        return await route_handler(request)
-    return await handler(request)
+# answered before the access log, the drain and the keys (access_log.middleware(answered_first=))
+HANDLERS = frozenset({ready, live})
 
 
 def install(app: web.Application, model_name: str) -> None:
-    """Add the probe routes (`middleware` must be the app's first middleware)."""
+    """Add the probe routes (`HANDLERS` are answered first by the access-log middleware)."""
     app[READINESS] = _Readiness(model_name)
     app.router.add_get(READY_PATH, ready)
     app.router.add_get(LIVE_PATH, live)
