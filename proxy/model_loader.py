@@ -103,9 +103,19 @@ def load_mistral_tokenizer(tokenizer_dir: Path) -> Tokenizer:
         raise ModelLoadError(f"--tokenizer-mode mistral with a SentencePiece tokenizer ({Path(path).name}) is not "
                              "supported yet; only Tekken (tekken.json)")
     try:
-        return MistralModeTokenizer(MistralTokenizer.from_file(path, mode=ValidationMode.test))
+        return MistralModeTokenizer(MistralTokenizer.from_file(path, mode=ValidationMode.test),
+                                    grammar_templates=mistral_grammar_templates())
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
+
+
+def mistral_grammar_templates() -> dict[str, str]:
+    """mistral-common's Lark grammar templates (its guidance/data), which vLLM renders for Tekken v11+."""
+    from importlib import resources
+
+    data = resources.files("mistral_common") / "guidance" / "data"
+    return {variant: (data / f"{variant}_grammar.lark.jinja").read_text(encoding="utf-8")
+            for variant in ("base", "think")}
 
 
 def load_model(model: str, *, tokenizer: str | None = None, served_model_names: list[str] | None = None,

@@ -13,13 +13,23 @@ as vLLM 0.33 renders and decodes in that mode (vllm/tokenizers/mistral.py, vllm/
   `[/THINK]`, which stay in the text even with `skip_special_tokens` (the tool parser reads them).
   `MistralModeTokenizer` gives the incremental detokenizer exactly those strings.
 
+* Grammar (Tekken v11 and newer, where mistral-common's GrammarFactory applies): with the
+  mistral tool or reasoning parser vLLM's adjust_request builds a Lark grammar for every chat
+  request. vLLM 0.33 calls mistral-common 1.13.1's `get_lark_from_jinja` without its
+  `force_tool_names` argument, so every such request is a 400 carrying that TypeError's message;
+  only tool_choice "none" with a JSON schema (a json_object / json_schema response format, or
+  structured_outputs json / json_object) takes the JSON-only grammar, which works
+  (`apply_grammar`). A regex / choice / grammar / whitespace_pattern / structural_tag
+  constraint, a structural_tag format or the Responses API keep the pre-v11 path.
+
 Only Tekken tokenizers (`tekken.json`) are supported; SentencePiece ones (`tokenizer.model.v*`)
-are refused at start-up. The mistral-common tokenizer object is built by the I/O layer
-(`proxy/model_loader.py`); this module never reads files.
+are refused at start-up. The mistral-common tokenizer object and the grammar templates are given
+by the I/O layer (`proxy/model_loader.py`); this module never reads files.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,9 +41,13 @@ from core.tokenizer import Tokenizer
 KEPT_CONTROL_TOKENS = ("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]")
 TOOL_CALL_ID_LENGTH = 9  # Mistral's tool-call ids; vLLM keeps the last 9 characters of longer ones
 TOKENIZER_FILES = "tekken.json or tokenizer.model.v*"
-# from this tokenizer version on, vLLM's mistral tool parser builds an llguidance grammar for every
-# request (mistral-common's GrammarFactory): not reproduced here yet
+# from this Tekken version on, vLLM's mistral parser builds mistral-common's grammar for every request
 GRAMMAR_VERSION = 11
+# what vLLM 0.33's call of mistral-common 1.13.1's GrammarFactory.get_lark_from_jinja raises
+GRAMMAR_CALL_ERROR = "GrammarFactory.get_lark_from_jinja() missing 1 required positional argument: 'force_tool_names'"
+DEFAULT_JSON_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "object"}, {"type": "array"}]}
+# structured-output kinds mistral-common's grammar does not take (vLLM keeps the pre-v11 path)
+NON_GRAMMAR_CONSTRAINTS = ("regex", "choice", "grammar", "whitespace_pattern", "structural_tag")
 REPLACEMENT_CHAR = "\ufffd"
 U32_MAX = 2**32 - 1
 
@@ -72,7 +86,9 @@ class MistralModeTokenizer(Tokenizer):
 
     hf_backend = False
 
-    def __init__(self, mistral: Any) -> None:  # noqa: super().__init__ needs a tokenizer.json
+    def __init__(self, mistral: Any, grammar_templates: dict[str, str] | None = None) -> None:  # noqa: no tokenizer.json
+        """`grammar_templates`: mistral-common's Lark templates ("base", "think": its
+        guidance/data/*_grammar.lark.jinja), needed from Tekken v11 on."""
         from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
         self.mistral = mistral  # mistral_common MistralTokenizer (validator + instruct encoder)
@@ -82,10 +98,12 @@ class MistralModeTokenizer(Tokenizer):
                              "tokenizer.model.v*) tokenizers are not supported yet; only Tekken (tekken.json)")
         self.tekken = tekken
         self.version = int(str(tekken.version.value).split("v")[-1])
-        if self.version >= GRAMMAR_VERSION:
-            raise ValueError(f"--tokenizer-mode mistral with a Tekken v{self.version} tokenizer is not supported "
-                             f"yet (from v{GRAMMAR_VERSION} vLLM constrains tool calls with mistral-common's "
-                             "grammar); Tekken tokenizers before v11 are")
+        # mistral-common's GrammarFactory.is_supported: vLLM's grammar path and plain-text <think>
+        self.supports_grammar = self.version >= GRAMMAR_VERSION
+        if self.supports_grammar and not grammar_templates:
+            raise ValueError(f"--tokenizer-mode mistral with a Tekken v{self.version} tokenizer needs "
+                             "mistral-common's grammar templates")
+        self._grammar_templates = grammar_templates or {}
         self.backend = _NoBackend()  # type: ignore[assignment]
         self.config: dict[str, Any] = {}
         self.chat_template = None
@@ -122,6 +140,22 @@ class MistralModeTokenizer(Tokenizer):
         raw = self.tekken.id_to_byte_piece(token_id)
         text = raw.decode("utf-8", errors="replace")
         return BytePiece(text, raw) if REPLACEMENT_CHAR in text else text
+
+    # -- mistral-common's grammar (v11+) ------------------------------------------------
+
+    def json_grammar(self, schema: dict[str, Any] | None) -> str:
+        """mistral-common's GrammarFactory.get_lark_for_json_schema: the Lark grammar that only
+        accepts JSON of `schema` (its template for this version, special tokens as `<[id]>`)."""
+        from jinja2 import Template
+
+        tekken = self.tekken
+        lark = {tekken.id_to_piece(i): f"<[{i}]>" for i in range(tekken.num_special_tokens)}
+        begin, end = lark.get("[THINK]"), lark.get("[/THINK]")
+        variant = "think" if self.version >= 13 and begin is not None else "base"
+        return str(Template(self._grammar_templates[variant]).render(
+            mode="none", fcall="", json_schema_str=json.dumps(schema, ensure_ascii=False) if schema else None,
+            parallel_tool_calls=True, json_only=True, think_with_json=self.version >= 15,
+            begin_think_token=begin, end_think_token=end))
 
     # -- ids <-> text -------------------------------------------------------------------
 
@@ -266,3 +300,52 @@ def render_chat_prompt(tokenizer: MistralModeTokenizer, messages: list[dict[str,
         return list(tokenizer.mistral.encode_chat_completion(request).tokens)
     except Exception as exc:  # vLLM turns whatever mistral-common raises into a 400 with its text
         raise bad_request(str(exc)) from None
+
+
+# -- grammar (Tekken v11+) -----------------------------------------------------------------
+
+
+def uses_grammar(tokenizer: Any, request: Any, responses_api: bool) -> bool:
+    """Whether vLLM's mistral parser takes its grammar path for this request (else the pre-v11 one)."""
+    if not getattr(tokenizer, "supports_grammar", False) or responses_api:
+        return False
+    constraints = request.structured_outputs
+    if constraints is not None and any(getattr(constraints, k) is not None for k in NON_GRAMMAR_CONSTRAINTS):
+        return False
+    response_format = request.response_format
+    return response_format is None or response_format.type != "structural_tag"
+
+
+def apply_grammar(tokenizer: MistralModeTokenizer, request: Any) -> Any:
+    """vLLM's grammar path of the mistral parser's adjust_request (`uses_grammar` holds): the
+    request's JSON schema (structured outputs first, then a non-text response format, which is
+    dropped); tool_choice "none" with a schema gets the JSON-only grammar, anything else fails
+    as vLLM 0.33's call of mistral-common fails."""
+    if request.grammar_from_parser:
+        return request
+    from core.protocol.common import StructuredOutputsParams
+
+    schema: dict[str, Any] | None = None
+    constraints = request.structured_outputs
+    response_format = request.response_format
+    if constraints is not None:
+        if constraints.json_object is not None:
+            schema = DEFAULT_JSON_SCHEMA
+        elif constraints.json_ is not None:
+            schema = json.loads(constraints.json_) if isinstance(constraints.json_, str) else constraints.json_
+        else:
+            raise bad_request("Unsupported request.structured_outputs for MistralParser. "
+                              "Only `json` and `json_object` are supported.")
+    elif response_format is not None and response_format.type != "text":
+        if response_format.type == "json_object":
+            schema = DEFAULT_JSON_SCHEMA
+        elif response_format.json_schema is not None:
+            schema = response_format.json_schema.json_schema
+        else:
+            schema = DEFAULT_JSON_SCHEMA
+        request.response_format = None
+    if request.tool_choice != "none" or schema is None:
+        raise bad_request(GRAMMAR_CALL_ERROR)
+    request.structured_outputs = StructuredOutputsParams(grammar=tokenizer.json_grammar(schema))
+    request.set_grammar_from_parser()
+    return request

@@ -79,6 +79,13 @@ class MistralReasoningParser(EngineReasoningParser):
     def thinking_enabled(self, ctx: ParserContext) -> bool:
         return _reasoning_vocab(ctx)  # without [THINK] vLLM runs no reasoning at all
 
+    def adjust_request(self, request: Any) -> Any:
+        from core.renderers.mistral import apply_grammar, uses_grammar
+
+        if uses_grammar(self.ctx.tokenizer, request, self.ctx.responses_api):  # vLLM runs the whole parser's
+            return apply_grammar(self.ctx.tokenizer, request)  # adjust_request for its reasoning too
+        return super().adjust_request(request)
+
 
 def _pre_v11_calls(parsed: Any) -> list[dict[str, Any]]:
     if isinstance(parsed, dict):
@@ -117,7 +124,15 @@ class MistralToolParser(EngineToolParser):
     def grammar_for(self, ctx: ParserContext) -> Grammar:
         return MISTRAL_THINK if _reasoning_vocab(ctx) else MISTRAL
 
+    @classmethod
+    def always_adjusts(cls, ctx: ParserContext) -> bool:
+        return bool(getattr(ctx.tokenizer, "supports_grammar", False))  # the grammar, tool_choice none too
+
     def adjust_request(self, request: Any) -> Any:
+        from core.renderers.mistral import apply_grammar, uses_grammar
+
+        if uses_grammar(self.ctx.tokenizer, request, self.ctx.responses_api):
+            return apply_grammar(self.ctx.tokenizer, request)
         request.skip_special_tokens = False
         choice = getattr(request, "tool_choice", None)
         named = None if isinstance(choice, str) or choice is None else (_dump(choice).get("function") or {}).get("name")

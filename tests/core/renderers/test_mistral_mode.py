@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from core.detokenizer import IncrementalDetokenizer
 from proxy.model_loader import ModelLoadError, load_model
+from tests.mistral_models import write_mistral_model
 from tests.proxy.test_mistral_mode import NAME, mistral_model, write_tiny_mistral  # noqa: F401
 
 DATA = resources.files("mistral_common") / "data"
@@ -50,20 +51,16 @@ def test_sentencepiece_is_not_supported_yet(tmp_path):
         load_model(str(path), tokenizer_mode="mistral")
 
 
-def test_tekken_v11_and_later_are_not_supported_yet(tmp_path):
-    """From v11 vLLM constrains every tool call with mistral-common's grammar: refused, not half done."""
-    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-
-    data = json.loads((DATA / "tekken_240911.json").read_text(encoding="utf-8"))
-    special = [dict(t) for t in Tekkenizer.DEPRECATED_SPECIAL_TOKENS]
-    special += [{"rank": len(special) + i, "token_str": t, "is_control": True} for i, t in enumerate(["[ARGS]",
-                                                                                                       "[CALL_ID]"])]
-    data["special_tokens"], data["config"]["version"] = special, "v11"
-    path = tmp_path / "v11"
-    path.mkdir()
-    (path / "tekken.json").write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(ModelLoadError, match="Tekken v11 tokenizer is not supported yet"):
-        load_model(str(path), tokenizer_mode="mistral")
+@pytest.mark.parametrize("name, version, think", [("tiny-mistral-v11", 11, False), ("tiny-mistral-v13", 13, True)])
+def test_tekken_v11_and_later_load_with_their_grammar(tmp_path, name, version, think):
+    """From v11 vLLM builds mistral-common's grammar (its templates come from the package)."""
+    model = load_model(str(write_mistral_model(tmp_path / name, name)), tokenizer_mode="mistral")
+    tok = model.tokenizer
+    assert (model.renderer, tok.version, tok.supports_grammar) == ("mistral", version, True)
+    assert tok.token_to_id("[ARGS]") == 32 and (tok.token_to_id("[THINK]") == 34) is think
+    grammar = tok.json_grammar({"type": "object"})
+    assert grammar.startswith("start: ") and '%json {"type": "object"}' in grammar
+    assert ("<[34]>" in grammar) is think  # the think template names [THINK] by id
 
 
 TEXTS = st.text(alphabet=st.sampled_from(list("ab ,.\n") + ["東", "京", "🗼", "é", "🌞", "ß"]), max_size=24)
