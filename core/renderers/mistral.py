@@ -309,6 +309,8 @@ def uses_grammar(tokenizer: Any, request: Any, responses_api: bool) -> bool:
     """Whether vLLM's mistral parser takes its grammar path for this request (else the pre-v11 one)."""
     if not getattr(tokenizer, "supports_grammar", False) or responses_api:
         return False
+    if request.grammar_from_parser:  # the other parser already built it: nothing more to do
+        return True
     constraints = request.structured_outputs
     if constraints is not None and any(getattr(constraints, k) is not None for k in NON_GRAMMAR_CONSTRAINTS):
         return False

@@ -7,6 +7,8 @@ from the mistral-common package, byte for byte the ones the oracle served):
   longer accepts, refuses almost all of them with a 400; tool_choice none with a JSON schema
   gets the JSON-only grammar; other constraints, the Responses API, completions and /tokenize
   are unaffected; derender reads `[TOOL_CALLS]name[ARGS]{...}`;
+* render_mistral_mode_v11_reasoning.json: the same with `--reasoning-parser mistral` too: a v11
+  Tekken has no [THINK], vLLM reads plain-text `<think>...</think>` as reasoning;
 * render_mistral_mode_v13.json: Tekken v13 with the tool and reasoning parsers (`[THINK]`).
 Render answers equal vLLM's field for field; non-streaming derender answers equal vLLM's and
 streams (1 and 5 tokens per call) aggregate to them (tests/proxy/frontier_derender.py).
@@ -28,9 +30,11 @@ FLAGS = {"tool_call_parser": "mistral", "enable_auto_tool_choice": True, "tokeni
 # server key -> (model, flags), as recorded
 SERVERS = {
     "mistral-tekken-v11": ("tiny-mistral-v11", FLAGS),
+    "mistral-tekken-v11-reasoning": ("tiny-mistral-v11", {**FLAGS, "reasoning_parser": "mistral"}),
     "mistral-tekken-v13": ("tiny-mistral-v13", {**FLAGS, "reasoning_parser": "mistral"}),
 }
-FIXTURES = [name for name in ("render_mistral_mode_v11", "render_mistral_mode_v13")
+FIXTURES = [name for name in ("render_mistral_mode_v11", "render_mistral_mode_v11_reasoning",
+                                         "render_mistral_mode_v13")
             if (ORACLE_FIXTURES / f"{name}.json").exists()]
 CASES = [c for name in FIXTURES for c in load_fixture(name)]
 RENDER = [c for c in CASES if c["path"].endswith("/render")]
