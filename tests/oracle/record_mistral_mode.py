@@ -441,6 +441,37 @@ def newer_derender_cases(rec: Recorder, key: str, flags: list[str]) -> None:
                ids=ids(tc, "get_weather", args, '{"city": "Pa', end=False))
 
 
+def sentencepiece_derender_cases(rec: Recorder, key: str, flags: list[str]) -> None:
+    """SentencePiece: pieces with U+2581 for spaces, byte-fallback pieces, windows decoded by
+    SentencePiece (which drops a window's first leading space)."""
+    tok = tekken()
+    eos = tok.eos_id
+    tc, inst = tok.get_special_token("[TOOL_CALLS]"), tok.get_special_token("[INST]")
+
+    def ids(*pieces: int | str, end: bool = True) -> list[int]:
+        out: list[int] = []
+        for p in pieces:
+            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
+        return out + ([eos] if end else [])
+
+    f = Family(rec, key, PORT, MODEL, flags, None, eos)  # type: ignore[arg-type]
+    tools = {"messages": USER, "tools": TOOLS}
+    calls = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]'
+    scenarios = [
+        ("sp_spaces", {"messages": USER}, ids("Hello  world\n\n  indented   end"), "runs of spaces and newlines"),
+        ("sp_unicode", {"messages": USER}, ids("東京 🗼 naïve — ok"), "byte-fallback pieces"),
+        ("sp_control_mid_word", {"messages": USER, "skip_special_tokens": False}, ids("Hel", inst, "lo there"),
+         "[INST] inside a word, special tokens kept"),
+        ("sp_call_after_space", tools, ids(tc, " " + calls), "[TOOL_CALLS] then a space and two calls"),
+        ("sp_content_then_call", tools, ids("Sure thing.", tc, calls), "content, then calls"),
+        ("sp_required", {**tools, "tool_choice": "required"}, ids(calls), "required: a bare JSON list"),
+    ]
+    for name, req, out, description in scenarios:
+        f.scenario(f"derender_{name}", req, "", description, ids=out)
+    f.scenario("derender_sp_logprobs", {"messages": USER, "logprobs": True, "top_logprobs": 2}, "",
+               "logprob token texts (pieces)", ids=ids(" Tokyo 東京 ok"), logprobs=True)
+
+
 def newer_variant(variant: str) -> None:
     """Tekken v11 / v13 or SentencePiece v7: the same case families as for Tekken v3 (into its own fixture)."""
     global MODEL, PORT, TOKENIZER_FILE
@@ -460,6 +491,7 @@ def newer_variant(variant: str) -> None:
         newer_derender_cases(rec, key, flags)
     else:
         derender_cases(rec, key=key, flags=flags)
+        sentencepiece_derender_cases(rec, key, flags)
     rec.write()
 
 

@@ -9,7 +9,9 @@ from the mistral-common package, byte for byte the ones the oracle served):
   are unaffected; derender reads `[TOOL_CALLS]name[ARGS]{...}`;
 * render_mistral_mode_v11_reasoning.json: the same with `--reasoning-parser mistral` too: a v11
   Tekken has no [THINK], vLLM reads plain-text `<think>...</think>` as reasoning;
-* render_mistral_mode_v13.json: Tekken v13 with the tool and reasoning parsers (`[THINK]`).
+* render_mistral_mode_v13.json: Tekken v13 with the tool and reasoning parsers (`[THINK]`);
+* render_mistral_mode_sp.json: SentencePiece v7 (pre-v11 tool calls, no grammar): SentencePiece
+  pieces as token strings, windows decoded by SentencePiece.
 Render answers equal vLLM's field for field; non-streaming derender answers equal vLLM's and
 streams (1 and 5 tokens per call) aggregate to them (tests/proxy/frontier_derender.py).
 """
@@ -32,9 +34,10 @@ SERVERS = {
     "mistral-tekken-v11": ("tiny-mistral-v11", FLAGS),
     "mistral-tekken-v11-reasoning": ("tiny-mistral-v11", {**FLAGS, "reasoning_parser": "mistral"}),
     "mistral-tekken-v13": ("tiny-mistral-v13", {**FLAGS, "reasoning_parser": "mistral"}),
+    "mistral-sp": ("tiny-mistral-sp", FLAGS),
 }
 FIXTURES = [name for name in ("render_mistral_mode_v11", "render_mistral_mode_v11_reasoning",
-                                         "render_mistral_mode_v13")
+                                         "render_mistral_mode_v13", "render_mistral_mode_sp")
             if (ORACLE_FIXTURES / f"{name}.json").exists()]
 CASES = [c for name in FIXTURES for c in load_fixture(name)]
 RENDER = [c for c in CASES if c["path"].endswith("/render")]
@@ -42,6 +45,10 @@ OTHERS = [c for c in CASES if not c["path"].endswith("/render")]
 NONSTREAM = [c for c in OTHERS if "stream" not in c]
 BY_NAME = {(c["server"], c["name"]): c for c in NONSTREAM}
 STREAMS = [c for c in OTHERS if "stream" in c]
+# pre-v11 (SentencePiece v7): as in test_mistral_mode, a marker with text on both sides is read
+# whole without streaming (vLLM's own streams differ from it too): those streams are checked chunk
+# by chunk only
+STREAM_CANNOT_MATCH = {("mistral-sp", "derender_tool_calls_token_kept")}
 
 
 @pytest.fixture(scope="module")
@@ -88,4 +95,5 @@ async def test_answer_equals_vllm(case, client):
 @pytest.mark.parametrize("case", STREAMS, ids=ids(STREAMS))
 async def test_stream_aggregates_to_the_nonstream_answer(case, client):
     base_name = case["name"].rsplit("__stream_", 1)[0]
-    await check_stream(await client(case["server"]), case, BY_NAME[(case["server"], base_name)])
+    await check_stream(await client(case["server"]), case, BY_NAME[(case["server"], base_name)],
+                       compare_message=(case["server"], base_name) not in STREAM_CANNOT_MATCH)

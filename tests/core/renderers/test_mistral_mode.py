@@ -4,10 +4,6 @@ The render and derender answers themselves are checked against vLLM in tests/pro
 
 from __future__ import annotations
 
-import json
-import shutil
-from importlib import resources
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,9 +12,6 @@ from core.detokenizer import IncrementalDetokenizer
 from proxy.model_loader import ModelLoadError, load_model
 from tests.mistral_models import write_mistral_model
 from tests.proxy.test_mistral_mode import NAME, mistral_model, write_tiny_mistral  # noqa: F401
-
-DATA = resources.files("mistral_common") / "data"
-
 
 def test_the_mode_loads_tekken_and_names_its_renderer(mistral_model):  # noqa: F811
     assert mistral_model.renderer == "mistral"
@@ -43,12 +36,25 @@ def test_a_directory_without_a_mistral_tokenizer_is_a_one_line_error(tmp_path):
     assert "\n" not in str(err.value)
 
 
-def test_sentencepiece_is_not_supported_yet(tmp_path):
-    path = tmp_path / "sp"
-    path.mkdir()
-    shutil.copy(str(DATA / "tokenizer.model.v1"), path / "tokenizer.model.v1")
-    with pytest.raises(ModelLoadError, match=r"SentencePiece tokenizer \(tokenizer.model.v1\) is not supported yet"):
+def test_sentencepiece_loads_with_its_pieces(tmp_path):
+    """tokenizer.model.v7: SentencePiece pieces as token strings, control pieces special, no grammar."""
+    model = load_model(str(write_mistral_model(tmp_path / "sp", "tiny-mistral-sp")), tokenizer_mode="mistral")
+    tok = model.tokenizer
+    assert (model.renderer, tok.version, tok.is_tekken, tok.supports_grammar) == ("mistral", 7, False, False)
+    assert tok.convert_ids_to_tokens(tok.encode("Hi there")) == ["▁Hi", "▁there"]
+    assert tok.token_to_id("[TOOL_CALLS]") in tok.all_special_ids and tok.token_to_id("[ARGS]") is None
+    assert tok.convert_tokens_to_string(["▁Hi", "[TOOL_CALLS]", "▁there", "[INST]"]) == "Hi[TOOL_CALLS]there"
+
+
+def test_sentencepiece_without_its_package_is_a_one_line_error(tmp_path, monkeypatch):
+    import mistral_common.imports
+
+    path = write_mistral_model(tmp_path / "sp", "tiny-mistral-sp")
+    monkeypatch.setattr(mistral_common.imports, "is_sentencepiece_installed", lambda: False)
+    with pytest.raises(ModelLoadError, match=r"SentencePiece tokenizer \(tokenizer.model.v7\) needs the "
+                                             r"sentencepiece package") as err:
         load_model(str(path), tokenizer_mode="mistral")
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("name, version, think", [("tiny-mistral-v11", 11, False), ("tiny-mistral-v13", 13, True)])
