@@ -1,6 +1,7 @@
 """`--tokenizer-mode mistral` at start-up (which directories load, the one-line refusals) and the
-mode's decoding rules on mistral-common's Tekken tokenizer (core/renderers/mistral.py).
-The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py."""
+mode's decoding rules on mistral-common's Tekken and SentencePiece tokenizers (core/renderers/mistral.py).
+The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py
+and tests/proxy/test_mistral_mode_newer.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core.detokenizer import IncrementalDetokenizer
 from proxy.model_loader import ModelLoadError, load_model
 from tests.mistral_models import write_mistral_model
 from tests.proxy.test_mistral_mode import NAME, mistral_model, write_tiny_mistral  # noqa: F401
+
 
 def test_the_mode_loads_tekken_and_names_its_renderer(mistral_model):  # noqa: F811
     assert mistral_model.renderer == "mistral"
