@@ -88,7 +88,8 @@ class MistralModeTokenizer(Tokenizer):
 
     hf_backend = False
 
-    def __init__(self, mistral: Any, grammar_templates: dict[str, str] | None = None) -> None:  # noqa: no tokenizer.json
+    def __init__(self, mistral: Any,  # noqa: super().__init__ needs a tokenizer.json
+                 grammar_templates: dict[str, str] | None = None) -> None:
         """`grammar_templates`: mistral-common's Lark templates ("base", "think": its
         guidance/data/*_grammar.lark.jinja), needed from Tekken v11 on."""
         from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer

@@ -15,6 +15,13 @@ tool_choice none), non-streaming and streamed 1 and 5 tokens per call.
 Usage: record_mistral_mode.py   (with /work/venv's python: it needs mistral-common)
        record_mistral_mode.py reasoning   (the server restarted with --reasoning-parser mistral added:
        writes render_mistral_mode_reasoning.json)
+       record_mistral_mode.py v11 | v11-reasoning | v13 | sp   (the newer tokenizers, VARIANTS: the same
+       case families into render_mistral_mode_<variant>.json, plus vLLM's grammar path from Tekken v11
+       and v11+ / SentencePiece outputs; servers, in /root/vllm-oracle:
+  8141  ./start-render033.sh tiny-mistral-v11 8141 --tokenizer-mode mistral --tool-call-parser mistral
+        --enable-auto-tool-choice   (v11-reasoning: restarted with --reasoning-parser mistral added)
+  8142  ./start-render033.sh tiny-mistral-v13 8142 ... --reasoning-parser mistral
+  8143  ./start-render033.sh tiny-mistral-sp 8143 ...   (sp needs the sentencepiece package)
 """
 
 from __future__ import annotations
@@ -186,6 +193,16 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("token_offsets", {"prompt": "Hi there", "return_token_offsets": True}, "return_token_offsets: none here")
 
 
+def output_ids(tok):
+    """ids(*pieces, end=True): text pieces encoded (no BOS), ids as they are, then EOS unless end=False."""
+    def ids(*pieces: int | str, end: bool = True) -> list[int]:
+        out: list[int] = []
+        for p in pieces:
+            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
+        return out + ([tok.eos_id] if end else [])
+    return ids
+
+
 def tekken():
     """The oracle model's own tokenizer, through mistral-common (the ids the engine would produce)."""
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
@@ -260,11 +277,7 @@ def derender_cases(rec: Recorder, key: str = "mistral-tekken", flags: list[str] 
     eos = tok.eos_id
     inst, inst_end, tool_calls = (tok.get_special_token(t) for t in ("[INST]", "[/INST]", "[TOOL_CALLS]"))
 
-    def ids(*pieces: int | str, end: bool = True) -> list[int]:
-        out: list[int] = []
-        for p in pieces:
-            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
-        return out + ([eos] if end else [])
+    ids = output_ids(tok)
 
     f = family(rec, key, PORT, MODEL, flags or ["--served-model-name tiny-mistral", *FLAGS],
                None, eos)  # type: ignore[arg-type]
@@ -388,11 +401,7 @@ def newer_derender_cases(rec: Recorder, key: str, flags: list[str]) -> None:
             special[t] = tok.get_special_token(t)
     tc, args = special["[TOOL_CALLS]"], special["[ARGS]"]
 
-    def ids(*pieces: int | str, end: bool = True) -> list[int]:
-        out: list[int] = []
-        for p in pieces:
-            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
-        return out + ([eos] if end else [])
+    ids = output_ids(tok)
 
     f = PromptFamily(rec, key, PORT, MODEL, flags, None, eos)  # type: ignore[arg-type]
     tools = {"messages": USER, "tools": TOOLS}
@@ -448,11 +457,7 @@ def sentencepiece_derender_cases(rec: Recorder, key: str, flags: list[str]) -> N
     eos = tok.eos_id
     tc, inst = tok.get_special_token("[TOOL_CALLS]"), tok.get_special_token("[INST]")
 
-    def ids(*pieces: int | str, end: bool = True) -> list[int]:
-        out: list[int] = []
-        for p in pieces:
-            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
-        return out + ([eos] if end else [])
+    ids = output_ids(tok)
 
     f = Family(rec, key, PORT, MODEL, flags, None, eos)  # type: ignore[arg-type]
     tools = {"messages": USER, "tools": TOOLS}

@@ -1,7 +1,6 @@
 """`--tokenizer-mode mistral` at start-up (which directories load, the one-line refusals) and the
 mode's decoding rules on mistral-common's Tekken and SentencePiece tokenizers (core/renderers/mistral.py).
-The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py
-and tests/proxy/test_mistral_mode_newer.py."""
+The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`--tokenizer-mode mistral` with the newer tokenizers: any chunking of an output aggregates to the
-non-streaming answer from Tekken v11 on, and to the one-chunk stream for SentencePiece v7 (the real mistral-common tokenizers of tests/mistral_models.py, the real
-incremental detokenizer for each chunk's text, the mistral tool and reasoning parsers).
-The answers themselves are checked against vLLM in tests/proxy/test_mistral_mode_newer.py."""
+non-streaming answer from Tekken v11 on, and to the one-chunk stream for SentencePiece v7 (the real
+mistral-common tokenizers of tests/mistral_models.py, the real incremental detokenizer for each
+chunk's text, the mistral tool and reasoning parsers). The answers themselves are checked against
+vLLM in tests/proxy/test_mistral_mode.py."""
 
 from __future__ import annotations
 
