@@ -571,8 +571,10 @@ def parser_context(model: ModelInfo, request: ChatCompletionRequest, chat_kwargs
 def adjust_for_parsers(request: ChatCompletionRequest, options: RenderOptions, ctx: ParserContext
                        ) -> ChatCompletionRequest:
     """The parsers' render-side adjust_request (constraints, skip_special_tokens), reasoning parser
-    first; vLLM runs it only when a reasoning parser is set or a tool may be called."""
-    if options.reasoning_parser_cls is None and request.tool_choice == "none":
+    first; vLLM runs it only when a reasoning parser is set or a tool may be called (or, for
+    the mistral parser over a tokenizer with mistral-common's grammar, always)."""
+    if options.reasoning_parser_cls is None and request.tool_choice == "none" and not (
+            options.tool_parser_cls is not None and options.tool_parser_cls.always_adjusts(ctx)):
         return request
     if options.reasoning_parser_cls is not None:
         request = options.reasoning_parser_cls(ctx).adjust_request(request)

@@ -100,7 +100,7 @@ Output side, for the front door (vLLM 0.33, `vllm/entrypoints/openai/responses/`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openai.types.responses import (
@@ -496,7 +496,8 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
 
     chat.structured_outputs = request.extract_structured_outputs()
     if options.has_parser:
-        chat = adjust_for_parsers(chat, options, parser_context(model, chat, effective))
+        ctx = replace(parser_context(model, chat, effective), responses_api=True)
+        chat = adjust_for_parsers(chat, options, ctx)
 
     if not token_ids:
         raise bad_request("No token_ids rendered")

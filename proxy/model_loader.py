@@ -86,8 +86,8 @@ def is_mistral_format(tokenizer_dir: Path) -> bool:
 
 
 def load_mistral_tokenizer(tokenizer_dir: Path) -> Tokenizer:
-    """`--tokenizer-mode mistral`: the directory's tekken.json through mistral-common, in test
-    mode, as vLLM loads it (core/renderers/mistral.py)."""
+    """`--tokenizer-mode mistral`: the directory's tekken.json or tokenizer.model.v* through
+    mistral-common, in test mode, as vLLM loads it (core/renderers/mistral.py)."""
     from mistral_common.protocol.instruct.validator import ValidationMode
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
     from mistral_common.tokens.tokenizers.utils import get_one_valid_tokenizer_file
@@ -100,12 +100,25 @@ def load_mistral_tokenizer(tokenizer_dir: Path) -> Tokenizer:
         raise ModelLoadError(f"--tokenizer-mode mistral needs a Mistral tokenizer file ({TOKENIZER_FILES}) "
                              f"in {tokenizer_dir}; there is none") from None
     if not path.endswith(".json"):
-        raise ModelLoadError(f"--tokenizer-mode mistral with a SentencePiece tokenizer ({Path(path).name}) is not "
-                             "supported yet; only Tekken (tekken.json)")
+        from mistral_common.imports import is_sentencepiece_installed
+
+        if not is_sentencepiece_installed():
+            raise ModelLoadError(f"--tokenizer-mode mistral with a SentencePiece tokenizer ({Path(path).name}) needs "
+                                 "the sentencepiece package (pip install sentencepiece)")
     try:
-        return MistralModeTokenizer(MistralTokenizer.from_file(path, mode=ValidationMode.test))
+        return MistralModeTokenizer(MistralTokenizer.from_file(path, mode=ValidationMode.test),
+                                    grammar_templates=mistral_grammar_templates())
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
+
+
+def mistral_grammar_templates() -> dict[str, str]:
+    """mistral-common's Lark grammar templates (its guidance/data), which vLLM renders for Tekken v11+."""
+    from importlib import resources
+
+    data = resources.files("mistral_common") / "guidance" / "data"
+    return {variant: (data / f"{variant}_grammar.lark.jinja").read_text(encoding="utf-8")
+            for variant in ("base", "think")}
 
 
 def load_model(model: str, *, tokenizer: str | None = None, served_model_names: list[str] | None = None,

@@ -50,6 +50,7 @@ class ParserContext:
     # vLLM's `_engine_based` composition: no reasoning parser, or an engine-based one (else an
     # engine tool parser's output without a call is returned as written, markup included)
     engine_composition: bool = True
+    responses_api: bool = False  # a Responses request (vLLM's mistral parser keeps its pre-grammar path)
 
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         """The JSON schema of a tool's parameters, for families that coerce argument types."""
@@ -160,6 +161,11 @@ class ToolParser(ABC):
         calls = aggregate_tool_deltas(deltas + more)
         content = (content + tail) or None
         return (calls or None), content
+
+    @classmethod
+    def always_adjusts(cls, ctx: ParserContext) -> bool:
+        """Whether adjust_request runs under tool_choice "none" without a reasoning parser too."""
+        return False
 
     def adjust_request(self, request: Any) -> Any:
         """Render-side adjustment of the chat request (e.g. hermes: skip_special_tokens=False).

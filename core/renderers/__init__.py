@@ -8,7 +8,7 @@
   (`core/renderers/deepseek.py`: DeepSeek's Python prompt encoders, the prompt then tokenized
   like a chat template's output);
 * `mistral`: Mistral's own tokenizer and prompt format through mistral-common
-  (`core/renderers/mistral.py`; Tekken tokenizers before v11). The I/O layer picks it as vLLM
+  (`core/renderers/mistral.py`; Tekken and SentencePiece tokenizers). The I/O layer picks it as vLLM
   does when the mode is `auto` (a model directory with `consolidated*.safetensors` and a
   Mistral tokenizer file) and loads the tokenizer.
 

@@ -9,9 +9,11 @@ Usage: python make_extra_models.py [MODELS_DIR=/root/vllm-oracle/models]
   DeepSeek-V3.1 style (``thinking`` kwarg: the generation prompt ends with <think> when true,
   </think> otherwise; tools listed in the system part), and a 2-layer Llama-architecture
   config with DeepSeek's vocab size (129280). The render server never runs the weights.
-* ``tiny-mistral``: mistral-common's ``tekken_240911.json`` (a Tekken tokenizer with
-  [TOOL_CALLS] / [ARGS]-era control tokens) as ``tekken.json`` plus a small Mistral config;
-  served with ``--tokenizer-mode mistral``.
+* ``tiny-mistral``: mistral-common's ``tekken_240911.json`` (a Tekken v3 tokenizer) as
+  ``tekken.json`` plus a small Mistral config; served with ``--tokenizer-mode mistral``.
+  ``tiny-mistral-v11`` / ``tiny-mistral-v13``: the same vocabulary as Tekken v11 / v13 (with
+  [ARGS], [CALL_ID], and [THINK] / [/THINK] for v13); ``tiny-mistral-sp``: mistral-common's
+  SentencePiece v7 tokenizer as ``tokenizer.model.v7`` (tests/mistral_models.py).
 
 * ``tiny-sp``: Mistral-7B's SentencePiece (Metaspace) tokenizer via tests/metaspace.py.
 * ``tiny-kimi``: the Qwen3 tokenizer plus Kimi-K2's tool-call special tokens (see make_kimi).
@@ -72,19 +74,13 @@ def make_deepseek(models: Path) -> Path:
     return out
 
 
-def make_mistral(models: Path) -> Path:
-    out = models / "tiny-mistral"
-    out.mkdir(parents=True, exist_ok=True)
-    data = resources.files("mistral_common") / "data"
-    shutil.copy(str(data / "tekken_240911.json"), out / "tekken.json")
-    (out / "config.json").write_text(json.dumps({
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 131072,
-        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
-        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
-        "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
-        "torch_dtype": "bfloat16"}, indent=1))
-    return out
+def make_mistral(models: Path) -> list[Path]:
+    """``tiny-mistral`` (Tekken v3), ``tiny-mistral-v11``, ``tiny-mistral-v13`` (the same vocabulary
+    as newer Tekkens) and ``tiny-mistral-sp`` (SentencePiece v7), by tests/mistral_models.py: the
+    same bytes the tests build."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.mistral_models import VARIANTS, write_mistral_model
+    return [write_mistral_model(models / name, name) for name in VARIANTS]
 
 
 KIMI_TOKENS = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",

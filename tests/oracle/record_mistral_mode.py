@@ -15,6 +15,13 @@ tool_choice none), non-streaming and streamed 1 and 5 tokens per call.
 Usage: record_mistral_mode.py   (with /work/venv's python: it needs mistral-common)
        record_mistral_mode.py reasoning   (the server restarted with --reasoning-parser mistral added:
        writes render_mistral_mode_reasoning.json)
+       record_mistral_mode.py v11 | v11-reasoning | v13 | sp   (the newer tokenizers, VARIANTS: the same
+       case families into render_mistral_mode_<variant>.json, plus vLLM's grammar path from Tekken v11
+       and v11+ / SentencePiece outputs; servers, in /root/vllm-oracle:
+  8141  ./start-render033.sh tiny-mistral-v11 8141 --tokenizer-mode mistral --tool-call-parser mistral
+        --enable-auto-tool-choice   (v11-reasoning: restarted with --reasoning-parser mistral added)
+  8142  ./start-render033.sh tiny-mistral-v13 8142 ... --reasoning-parser mistral
+  8143  ./start-render033.sh tiny-mistral-sp 8143 ...   (sp needs the sentencepiece package)
 """
 
 from __future__ import annotations
@@ -28,7 +35,22 @@ from record_parsers import TOOLS, Family  # noqa: E402
 
 SCRIPT = "tests/oracle/record_mistral_mode.py"
 MODEL, PORT = "tiny-mistral", 8128
+TOKENIZER_FILE = "tekken.json"
 FLAGS = ["--tokenizer-mode mistral", "--tool-call-parser mistral", "--enable-auto-tool-choice"]
+# the newer tokenizers (make_extra_models.py builds their directories): model, port, tokenizer file,
+# extra flags, fixture, server key, description
+VARIANTS = {
+    "v11": ("tiny-mistral-v11", 8141, "tekken.json", [], "render_mistral_mode_v11", "mistral-tekken-v11",
+            "tekken_240911.json as a v11 Tekken ([ARGS], [CALL_ID]): vLLM builds mistral-common's grammar"),
+    "v11-reasoning": ("tiny-mistral-v11", 8141, "tekken.json", ["--reasoning-parser mistral"],
+                      "render_mistral_mode_v11_reasoning", "mistral-tekken-v11-reasoning",
+                      "the v11 Tekken with --reasoning-parser mistral too (plain-text <think> reasoning)"),
+    "v13": ("tiny-mistral-v13", 8142, "tekken.json", ["--reasoning-parser mistral"], "render_mistral_mode_v13",
+            "mistral-tekken-v13", "tekken_240911.json as a v13 Tekken ([ARGS], [CALL_ID], [THINK], [/THINK]) "
+            "with the mistral reasoning parser too"),
+    "sp": ("tiny-mistral-sp", 8143, "tokenizer.model.v7", [], "render_mistral_mode_sp", "mistral-sp",
+           "mistral-common's mistral_instruct_tokenizer_241114.model.v7 (SentencePiece v7) as tokenizer.model.v7"),
+}
 RENDER = "/v1/chat/completions/render"
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 LONG_CALLS = [{"id": "call_0123456789abcdef", "type": "function",
@@ -171,11 +193,21 @@ def completion_cases(rec: Recorder, key: str) -> None:
     case("token_offsets", {"prompt": "Hi there", "return_token_offsets": True}, "return_token_offsets: none here")
 
 
+def output_ids(tok):
+    """ids(*pieces, end=True): text pieces encoded (no BOS), ids as they are, then EOS unless end=False."""
+    def ids(*pieces: int | str, end: bool = True) -> list[int]:
+        out: list[int] = []
+        for p in pieces:
+            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
+        return out + ([tok.eos_id] if end else [])
+    return ids
+
+
 def tekken():
     """The oracle model's own tokenizer, through mistral-common (the ids the engine would produce)."""
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-    return MistralTokenizer.from_file(str(MODELS_DIR / MODEL / "tekken.json")).instruct_tokenizer.tokenizer
+    return MistralTokenizer.from_file(str(MODELS_DIR / MODEL / TOKENIZER_FILE)).instruct_tokenizer.tokenizer
 
 
 def other_api_cases(rec: Recorder, key: str) -> None:
@@ -238,19 +270,16 @@ def completion_derender_cases(rec: Recorder, key: str) -> None:
         rec.call(f"completion_derender_{name}", key, "/v1/completions/derender", body, description)
 
 
-def derender_cases(rec: Recorder, key: str = "mistral-tekken", flags: list[str] | None = None) -> None:
+def derender_cases(rec: Recorder, key: str = "mistral-tekken", flags: list[str] | None = None,
+                   family: type[Family] = Family) -> None:
     """Decoding in this mode, in parsers_*.json's form (Family: non-streaming, 1 and 5 tokens per call)."""
     tok = tekken()
     eos = tok.eos_id
     inst, inst_end, tool_calls = (tok.get_special_token(t) for t in ("[INST]", "[/INST]", "[TOOL_CALLS]"))
 
-    def ids(*pieces: int | str, end: bool = True) -> list[int]:
-        out: list[int] = []
-        for p in pieces:
-            out += [p] if isinstance(p, int) else tok.encode(p, bos=False, eos=False)
-        return out + ([eos] if end else [])
+    ids = output_ids(tok)
 
-    f = Family(rec, key, PORT, MODEL, flags or ["--served-model-name tiny-mistral", *FLAGS],
+    f = family(rec, key, PORT, MODEL, flags or ["--served-model-name tiny-mistral", *FLAGS],
                None, eos)  # type: ignore[arg-type]
     emoji = tok.encode("🗼🌞", bos=False, eos=False)
     call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
@@ -298,9 +327,185 @@ def reasoning_cases() -> None:
     rec.write()
 
 
+class PromptFamily(Family):
+    """A Family whose prompts come from a render that always succeeds: from v11 vLLM 0.33 refuses
+    most chat renders (its grammar call), but the prompt does not depend on tool_choice or the
+    response format, so the request is rendered with tool_choice none and a json_object format."""
+
+    def prompt(self, req: dict) -> list[int]:
+        return super().prompt({**req, "tool_choice": "none", "response_format": {"type": "json_object"}})
+
+
+def grammar_cases(rec: Recorder, key: str) -> None:
+    """Tekken v11+: the mistral parser's adjust_request builds mistral-common's grammar (or fails to)."""
+    def case(name: str, body: dict, description: str) -> None:
+        rec.call(f"grammar_{name}", key, RENDER, {"model": MODEL, **body}, description)
+
+    schema = {"name": "w", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    none = {"messages": USER, "tools": TOOLS, "tool_choice": "none"}
+    case("none_json_object", {**none, "response_format": {"type": "json_object"}},
+         "tool_choice none with a json_object format: the JSON-only grammar")
+    case("none_json_schema", {**none, "response_format": {"type": "json_schema", "json_schema": schema}},
+         "tool_choice none with a json_schema format")
+    case("none_json_schema_no_schema", {**none, "response_format": {"type": "json_schema",
+                                                                    "json_schema": {"name": "w"}}},
+         "a json_schema format without its schema")
+    case("none_no_tools_json_object", {"messages": USER, "tool_choice": "none",
+                                       "response_format": {"type": "json_object"}}, "none, no tools, json_object")
+    case("none_structured_json", {**none, "structured_outputs": {"json": {"type": "array"}}},
+         "structured_outputs.json under tool_choice none")
+    case("none_structured_json_string", {**none, "structured_outputs": {"json": '{"type": "string"}'}},
+         "structured_outputs.json as a string")
+    case("none_structured_json_object", {**none, "structured_outputs": {"json_object": True}},
+         "structured_outputs.json_object")
+    case("none_text_format", {**none, "response_format": {"type": "text"}}, "a text format: no schema")
+    case("none_no_format", none, "tool_choice none, no format")
+    case("auto_json_object", {"messages": USER, "tools": TOOLS, "response_format": {"type": "json_object"}},
+         "auto with a json_object format")
+    case("no_tools_plain", {"messages": USER}, "no tools at all")
+    case("structured_regex", {"messages": USER, "tools": TOOLS, "structured_outputs": {"regex": "a+"}},
+         "a regex constraint: vLLM's pre-v11 path (no grammar)")
+    case("structured_choice_none", {**none, "structured_outputs": {"choice": ["a", "b"]}},
+         "a choice constraint under tool_choice none")
+    case("structured_grammar_required", {"messages": USER, "tools": TOOLS, "tool_choice": "required",
+                                         "structured_outputs": {"grammar": "start: \"a\""}},
+         "a grammar constraint with tool_choice required")
+    case("structural_tag_format", {"messages": USER, "tools": TOOLS, "response_format": {
+        "type": "structural_tag", "structures": [{"begin": "<a>", "schema": {}, "end": "</a>"}],
+        "triggers": ["<a>"]}}, "a structural_tag format: the pre-v11 path")
+    case("structured_whitespace", {**none, "structured_outputs": {"json_object": True,
+                                                                   "whitespace_pattern": " "}},
+         "whitespace_pattern set: the pre-v11 path")
+    case("required_json_object", {"messages": USER, "tools": TOOLS, "tool_choice": "required",
+                                  "response_format": {"type": "json_object"}}, "required with json_object")
+    case("named_unknown", {"messages": USER, "tools": TOOLS, "tool_choice": {
+        "type": "function", "function": {"name": "nope"}}}, "a named tool that is not in tools")
+    case("none_json_object_include_reasoning_false", {**none, "response_format": {"type": "json_object"},
+                                                       "include_reasoning": False}, "include_reasoning false")
+    case("none_json_object_history", {"messages": HISTORY, "tools": TOOLS, "tool_choice": "none",
+                                      "response_format": {"type": "json_object"}}, "a tool-call history")
+    case("none_json_object_refused", {"messages": [*USER, {"role": "tool", "tool_call_id": "abcDEF123",
+                                                           "content": "r"}], "tool_choice": "none",
+                                      "response_format": {"type": "json_object"}},
+         "a chat mistral-common refuses: its error comes first")
+
+
+def newer_derender_cases(rec: Recorder, key: str, flags: list[str]) -> None:
+    """v11+ output: `[TOOL_CALLS]name[ARGS]{...}`, and reasoning (`[THINK]` from v13, `<think>` text in v11)."""
+    tok = tekken()
+    eos = tok.eos_id
+    special = {t: tok.get_special_token(t) for t in ("[TOOL_CALLS]", "[ARGS]", "[INST]")
+               if tok.is_special(t)}
+    for t in ("[THINK]", "[/THINK]"):
+        if tok.is_special(t):
+            special[t] = tok.get_special_token(t)
+    tc, args = special["[TOOL_CALLS]"], special["[ARGS]"]
+
+    ids = output_ids(tok)
+
+    f = PromptFamily(rec, key, PORT, MODEL, flags, None, eos)  # type: ignore[arg-type]
+    tools = {"messages": USER, "tools": TOOLS}
+    weather = '{"city": "Paris"}'
+    scenarios = [
+        ("v11_call", tools, ids(tc, "get_weather", args, weather), "[TOOL_CALLS]name[ARGS]{...}"),
+        ("v11_two_calls", tools, ids(tc, "get_weather", args, weather, tc, "get_time", args, '{"tz": "UTC"}'),
+         "two calls, each after its own [TOOL_CALLS]"),
+        ("v11_name_brace", tools, ids(tc, "get_weather", weather), "no [ARGS]: name{...}"),
+        ("v11_content_then_call", tools, ids("Let me check. ", tc, "get_weather", args, weather),
+         "content before the call"),
+        ("v11_trailing_text", tools, ids(tc, "get_weather", args, weather, " thanks"),
+         "text after the arguments' JSON"),
+        ("v11_args_not_json", tools, ids(tc, "get_weather", args, "city=Paris"), "arguments that are not JSON"),
+        ("v11_choice_none", {**tools, "tool_choice": "none"}, ids(tc, "get_weather", args, weather),
+         "a call under tool_choice none"),
+        ("v11_no_tools", {"messages": USER}, ids(tc, "get_weather", args, weather), "a call without tools"),
+        ("v11_named", {**tools, "tool_choice": NAMED}, ids(tc, "get_weather", args, weather), "a named tool"),
+        ("v11_required", {**tools, "tool_choice": "required"}, ids(tc, "get_time", args, '{"tz": "UTC"}'),
+         "tool_choice required"),
+        ("v11_skip_false", {**tools, "skip_special_tokens": False}, ids("A", special["[INST]"], "B "),
+         "skip_special_tokens false with tools"),
+        ("v11_think_text", tools, ids("<think>Hmm.</think>It is sunny."), "plain-text <think> markup"),
+        ("v11_think_text_then_call", tools, ids("<think>Hmm.</think>", tc, "get_weather", args, weather),
+         "plain-text <think> then a call"),
+    ]
+    if "[THINK]" in special:
+        th, the = special["[THINK]"], special["[/THINK]"]
+        scenarios += [
+            ("v13_think", {"messages": USER}, ids(th, "Let me think. ", the, "It is sunny."), "[THINK]...[/THINK]"),
+            ("v13_think_tools", tools, ids(th, "Hmm.", the, tc, "get_weather", args, weather),
+             "reasoning then a call"),
+            ("v13_think_into_call", tools, ids(th, "Hmm.", tc, "get_weather", args, weather),
+             "[TOOL_CALLS] ends the reasoning"),
+            ("v13_content_think", {"messages": USER}, ids("Hi ", th, "x", the, " there"), "content, then reasoning"),
+            ("v13_think_no_end", {"messages": USER}, ids(th, "Still thinking"), "reasoning never ended"),
+            ("v13_no_reasoning", {"messages": USER, "include_reasoning": False},
+             ids(th, "Hmm.", the, "Answer."), "include_reasoning false"),
+            ("v13_skip_false", {"messages": USER, "skip_special_tokens": False}, ids(th, "Hmm.", the, "Answer."),
+             "skip_special_tokens false"),
+            ("v13_think_only_markers", {"messages": USER}, ids(the, "Answer."), "a stray [/THINK]"),
+        ]
+    for name, req, out, description in scenarios:
+        f.scenario(f"derender_{name}", req, "", description, ids=out)
+    f.scenario("derender_v11_call_length", tools, "", "a call cut by length", finish="length",
+               ids=ids(tc, "get_weather", args, '{"city": "Pa', end=False))
+
+
+def sentencepiece_derender_cases(rec: Recorder, key: str, flags: list[str]) -> None:
+    """SentencePiece: pieces with U+2581 for spaces, byte-fallback pieces, windows decoded by
+    SentencePiece (which drops a window's first leading space)."""
+    tok = tekken()
+    eos = tok.eos_id
+    tc, inst = tok.get_special_token("[TOOL_CALLS]"), tok.get_special_token("[INST]")
+
+    ids = output_ids(tok)
+
+    f = Family(rec, key, PORT, MODEL, flags, None, eos)  # type: ignore[arg-type]
+    tools = {"messages": USER, "tools": TOOLS}
+    calls = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]'
+    scenarios = [
+        ("sp_spaces", {"messages": USER}, ids("Hello  world\n\n  indented   end"), "runs of spaces and newlines"),
+        ("sp_unicode", {"messages": USER}, ids("東京 🗼 naïve — ok"), "byte-fallback pieces"),
+        ("sp_control_mid_word", {"messages": USER, "skip_special_tokens": False}, ids("Hel", inst, "lo there"),
+         "[INST] inside a word, special tokens kept"),
+        ("sp_call_after_space", tools, ids(tc, " " + calls), "[TOOL_CALLS] then a space and two calls"),
+        ("sp_content_then_call", tools, ids("Sure thing.", tc, calls), "content, then calls"),
+        ("sp_required", {**tools, "tool_choice": "required"}, ids(calls), "required: a bare JSON list"),
+    ]
+    for name, req, out, description in scenarios:
+        f.scenario(f"derender_{name}", req, "", description, ids=out)
+    f.scenario("derender_sp_logprobs", {"messages": USER, "logprobs": True, "top_logprobs": 2}, "",
+               "logprob token texts (pieces)", ids=ids(" Tokyo 東京 ok"), logprobs=True)
+
+
+def newer_variant(variant: str) -> None:
+    """Tekken v11 / v13 or SentencePiece v7: the same case families as for Tekken v3 (into its own fixture)."""
+    global MODEL, PORT, TOKENIZER_FILE
+    MODEL, PORT, TOKENIZER_FILE, extra, topic, key, about = VARIANTS[variant]
+    flags = [f"--served-model-name {MODEL}", *FLAGS, *extra]
+    rec = Recorder(topic, f"vLLM 0.33 in --tokenizer-mode mistral on {MODEL} ({about}): chat and completion "
+                   "render, /tokenize, Messages and Responses render, and derender of the mode's decoding", SCRIPT)
+    key = rec.server(key, PORT, MODEL, flags)
+    render_cases(rec, key)
+    completion_cases(rec, key)
+    tokenize_cases(rec, key)
+    other_api_cases(rec, key)
+    completion_derender_cases(rec, key)
+    if TOKENIZER_FILE == "tekken.json":
+        grammar_cases(rec, key)
+        derender_cases(rec, key=key, flags=flags, family=PromptFamily)
+        newer_derender_cases(rec, key, flags)
+    else:
+        derender_cases(rec, key=key, flags=flags)
+        sentencepiece_derender_cases(rec, key, flags)
+    rec.write()
+
+
 def main() -> None:
     if sys.argv[1:] == ["reasoning"]:
         reasoning_cases()
+        return
+    if sys.argv[1:2] and sys.argv[1] in VARIANTS:
+        newer_variant(sys.argv[1])
         return
     rec = Recorder("render_mistral_mode", "vLLM 0.33 in --tokenizer-mode mistral on tiny-mistral "
                    "(mistral-common's tekken_240911.json, Tekken v3): chat and completion render, and chat "

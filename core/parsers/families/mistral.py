@@ -4,7 +4,9 @@ vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
 * `[THINK]` in the vocabulary (v13+): the parser engine (vllm/parser/mistral.py, `mistral_config`
   with special-token reasoning) does reasoning and tool calls: reasoning is `[THINK]...[/THINK]`
   anywhere in the output (the parser starts in content), `[TOOL_CALLS]` ends it, it is
-  right-stripped. Without `[THINK]` there is no reasoning;
+  right-stripped. Without `[THINK]`, a tokenizer with mistral-common's grammar (Mistral's own,
+  `--tokenizer-mode mistral`, Tekken v11+) has the same rules over plain-text `<think>` /
+  `</think>` (no token ids: reasoning never ends by an id); otherwise there is no reasoning;
 * `[ARGS]` in the vocabulary (v11+): the same engine reads `[TOOL_CALLS]NAME[ARGS]ARGS` or
   `[TOOL_CALLS]NAME{...}`; the next `[TOOL_CALLS]` starts the next call; the arguments are the
   first JSON value of the stripped raw text (anything after it is dropped), or the stripped raw
@@ -14,8 +16,9 @@ vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
   `{"name", "arguments"}` objects (or one object); string arguments are kept as they are, others
   are re-serialized; without a valid call the content is the JSON text after the marker; with
   "required" or a named tool a bare array without the marker is accepted.
-Tool call ids are 9 random alphanumeric characters. In `--tokenizer-mode mistral` (Tekken before
-v11, core/renderers/mistral.py) the same rules read the text of Mistral's own decoding.
+Tool call ids are 9 random alphanumeric characters. In `--tokenizer-mode mistral`
+(core/renderers/mistral.py) the same rules read the text of Mistral's own decoding; from Tekken v11
+both parsers' adjust_request take vLLM's grammar path there (`apply_grammar`).
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ def mistral_id() -> str:
     return "".join(random.choices(_ALNUM, k=9))
 
 
-def mistral_grammar(reasoning: bool) -> Grammar:
-    think = {"THINK_START": THINK, "THINK_END": THINK_END} if reasoning else {}
+def mistral_grammar(reasoning: bool, start: str = THINK, end: str = THINK_END) -> Grammar:
+    think = {"THINK_START": start, "THINK_END": end} if reasoning else {}
     think_transitions = {(C, "THINK_START"): (R, ()), (R, "THINK_START"): (R, ()),
                          (R, "THINK_END"): (C, (Ev.REASONING_END,)), (C, "THINK_END"): (C, ()),
                          (R, "TOOL_CALLS"): (N, (Ev.REASONING_END, Ev.CALL_START))} if reasoning else {}
@@ -54,7 +57,7 @@ def mistral_grammar(reasoning: bool) -> Grammar:
     return Grammar(
         name="mistral", initial=C, wait_for_reasoning=reasoning,
         terminals={**think, "TOOL_CALLS": TOOL_CALLS, "ARGS": ARGS, "OPEN_BRACE": "{"},
-        id_terminals=frozenset(think.values()) | {TOOL_CALLS, ARGS},
+        id_terminals=frozenset(t for t in think.values() if t == THINK or t == THINK_END) | {TOOL_CALLS, ARGS},
         transitions={**think_transitions,
                      (C, "TOOL_CALLS"): (N, start),
                      (N, "ARGS"): (A, ()),
@@ -63,11 +66,21 @@ def mistral_grammar(reasoning: bool) -> Grammar:
 
 
 MISTRAL_THINK = mistral_grammar(True)
+# Mistral's own tokenizer with mistral-common's grammar but no [THINK] (Tekken v11): plain-text markers
+MISTRAL_TEXT_THINK = mistral_grammar(True, "<think>", "</think>")
 MISTRAL = mistral_grammar(False)
 
 
 def _reasoning_vocab(ctx: ParserContext) -> bool:
     return ctx.tokenizer.token_to_id(THINK) is not None
+
+
+def _grammar(ctx: ParserContext) -> Grammar:
+    """vLLM's reasoning encoding: [THINK] in the vocabulary, else plain-text <think> when the
+    tokenizer supports mistral-common's grammar (--tokenizer-mode mistral, Tekken v11+), else none."""
+    if _reasoning_vocab(ctx):
+        return MISTRAL_THINK
+    return MISTRAL_TEXT_THINK if getattr(ctx.tokenizer, "supports_grammar", False) else MISTRAL
 
 
 class MistralReasoningParser(EngineReasoningParser):
@@ -76,8 +89,19 @@ class MistralReasoningParser(EngineReasoningParser):
     GRAMMAR_NO_THINKING = MISTRAL  # without [THINK] in the vocabulary: no reasoning at all
     MARKERS_REQUIRED = False  # without [THINK] there is simply no reasoning
 
+    def __init__(self, ctx: ParserContext) -> None:
+        self.GRAMMAR = _grammar(ctx)  # type: ignore[misc]  # this tokenizer's encoding
+        super().__init__(ctx)
+
     def thinking_enabled(self, ctx: ParserContext) -> bool:
-        return _reasoning_vocab(ctx)  # without [THINK] vLLM runs no reasoning at all
+        return self.GRAMMAR is not MISTRAL  # without any think markers vLLM runs no reasoning at all
+
+    def adjust_request(self, request: Any) -> Any:
+        from core.renderers.mistral import apply_grammar, uses_grammar
+
+        if uses_grammar(self.ctx.tokenizer, request, self.ctx.responses_api):  # vLLM runs the whole parser's
+            return apply_grammar(self.ctx.tokenizer, request)  # adjust_request for its reasoning too
+        return super().adjust_request(request)
 
 
 def _pre_v11_calls(parsed: Any) -> list[dict[str, Any]]:
@@ -115,9 +139,17 @@ class MistralToolParser(EngineToolParser):
         self.v11 = version >= 11 if isinstance(version, int) else tok.token_to_id(ARGS) is not None
 
     def grammar_for(self, ctx: ParserContext) -> Grammar:
-        return MISTRAL_THINK if _reasoning_vocab(ctx) else MISTRAL
+        return _grammar(ctx)
+
+    @classmethod
+    def always_adjusts(cls, ctx: ParserContext) -> bool:
+        return bool(getattr(ctx.tokenizer, "supports_grammar", False))  # the grammar, tool_choice none too
 
     def adjust_request(self, request: Any) -> Any:
+        from core.renderers.mistral import apply_grammar, uses_grammar
+
+        if uses_grammar(self.ctx.tokenizer, request, self.ctx.responses_api):
+            return apply_grammar(self.ctx.tokenizer, request)
         request.skip_special_tokens = False
         choice = getattr(request, "tool_choice", None)
         named = None if isinstance(choice, str) or choice is None else (_dump(choice).get("function") or {}).get("name")

@@ -1,12 +1,8 @@
 """`--tokenizer-mode mistral` at start-up (which directories load, the one-line refusals) and the
-mode's decoding rules on mistral-common's Tekken tokenizer (core/renderers/mistral.py).
+mode's decoding rules on mistral-common's Tekken and SentencePiece tokenizers (core/renderers/mistral.py).
 The render and derender answers themselves are checked against vLLM in tests/proxy/test_mistral_mode.py."""
 
 from __future__ import annotations
-
-import json
-import shutil
-from importlib import resources
 
 import pytest
 from hypothesis import given, settings
@@ -14,9 +10,8 @@ from hypothesis import strategies as st
 
 from core.detokenizer import IncrementalDetokenizer
 from proxy.model_loader import ModelLoadError, load_model
+from tests.mistral_models import write_mistral_model
 from tests.proxy.test_mistral_mode import NAME, mistral_model, write_tiny_mistral  # noqa: F401
-
-DATA = resources.files("mistral_common") / "data"
 
 
 def test_the_mode_loads_tekken_and_names_its_renderer(mistral_model):  # noqa: F811
@@ -42,28 +37,37 @@ def test_a_directory_without_a_mistral_tokenizer_is_a_one_line_error(tmp_path):
     assert "\n" not in str(err.value)
 
 
-def test_sentencepiece_is_not_supported_yet(tmp_path):
-    path = tmp_path / "sp"
-    path.mkdir()
-    shutil.copy(str(DATA / "tokenizer.model.v1"), path / "tokenizer.model.v1")
-    with pytest.raises(ModelLoadError, match=r"SentencePiece tokenizer \(tokenizer.model.v1\) is not supported yet"):
+def test_sentencepiece_loads_with_its_pieces(tmp_path):
+    """tokenizer.model.v7: SentencePiece pieces as token strings, control pieces special, no grammar."""
+    model = load_model(str(write_mistral_model(tmp_path / "sp", "tiny-mistral-sp")), tokenizer_mode="mistral")
+    tok = model.tokenizer
+    assert (model.renderer, tok.version, tok.is_tekken, tok.supports_grammar) == ("mistral", 7, False, False)
+    assert tok.convert_ids_to_tokens(tok.encode("Hi there")) == ["▁Hi", "▁there"]
+    assert tok.token_to_id("[TOOL_CALLS]") in tok.all_special_ids and tok.token_to_id("[ARGS]") is None
+    assert tok.convert_tokens_to_string(["▁Hi", "[TOOL_CALLS]", "▁there", "[INST]"]) == "Hi[TOOL_CALLS]there"
+
+
+def test_sentencepiece_without_its_package_is_a_one_line_error(tmp_path, monkeypatch):
+    import mistral_common.imports
+
+    path = write_mistral_model(tmp_path / "sp", "tiny-mistral-sp")
+    monkeypatch.setattr(mistral_common.imports, "is_sentencepiece_installed", lambda: False)
+    with pytest.raises(ModelLoadError, match=r"SentencePiece tokenizer \(tokenizer.model.v7\) needs the "
+                                             r"sentencepiece package") as err:
         load_model(str(path), tokenizer_mode="mistral")
+    assert "\n" not in str(err.value)
 
 
-def test_tekken_v11_and_later_are_not_supported_yet(tmp_path):
-    """From v11 vLLM constrains every tool call with mistral-common's grammar: refused, not half done."""
-    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-
-    data = json.loads((DATA / "tekken_240911.json").read_text(encoding="utf-8"))
-    special = [dict(t) for t in Tekkenizer.DEPRECATED_SPECIAL_TOKENS]
-    special += [{"rank": len(special) + i, "token_str": t, "is_control": True} for i, t in enumerate(["[ARGS]",
-                                                                                                       "[CALL_ID]"])]
-    data["special_tokens"], data["config"]["version"] = special, "v11"
-    path = tmp_path / "v11"
-    path.mkdir()
-    (path / "tekken.json").write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(ModelLoadError, match="Tekken v11 tokenizer is not supported yet"):
-        load_model(str(path), tokenizer_mode="mistral")
+@pytest.mark.parametrize("name, version, think", [("tiny-mistral-v11", 11, False), ("tiny-mistral-v13", 13, True)])
+def test_tekken_v11_and_later_load_with_their_grammar(tmp_path, name, version, think):
+    """From v11 vLLM builds mistral-common's grammar (its templates come from the package)."""
+    model = load_model(str(write_mistral_model(tmp_path / name, name)), tokenizer_mode="mistral")
+    tok = model.tokenizer
+    assert (model.renderer, tok.version, tok.supports_grammar) == ("mistral", version, True)
+    assert tok.token_to_id("[ARGS]") == 32 and (tok.token_to_id("[THINK]") == 34) is think
+    grammar = tok.json_grammar({"type": "object"})
+    assert grammar.startswith("start: ") and '%json {"type": "object"}' in grammar
+    assert ("<[34]>" in grammar) is think  # the think template names [THINK] by id
 
 
 TEXTS = st.text(alphabet=st.sampled_from(list("ab ,.\n") + ["東", "京", "🗼", "é", "🌞", "ß"]), max_size=24)
