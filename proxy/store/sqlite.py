@@ -38,6 +38,22 @@ CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses
     BEGIN UPDATE totals SET bytes = bytes - OLD.size; END;
 """
 
+BUSY_TIMEOUT = 10.0  # seconds a writer waits for another's lock
+
+
+def _enter_wal_mode(db: sqlite3.Connection) -> None:
+    """WAL mode. Switching a new file to it takes a lock that SQLite's busy timeout does not wait
+    for (two replicas opening the file at once: "database is locked" at once), so wait here."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)  # the store's own thread: the event loop is not blocked
+
 
 class SQLiteStore(ResponseStore):
     def __init__(self, path: Path, *, ttl: float, max_bytes: int, url: str) -> None:
@@ -51,8 +67,8 @@ class SQLiteStore(ResponseStore):
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+            _enter_wal_mode(db)
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(SCHEMA)
             self._db = db
