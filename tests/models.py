@@ -8,10 +8,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from pathlib import Path
 
+from core.model import ModelInfo
 from proxy.embedded import write_qwen3_model
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,3 +67,8 @@ def write_model(family: str, dest: Path) -> Path:
     if family == "llama3":
         return write_llama3_model(dest)
     raise ValueError(f"unknown test model family {family!r}")
+
+
+def served_as(model: ModelInfo, name: str) -> ModelInfo:
+    """The same loaded model (its tokenizer and caches shared) served under another name."""
+    return dataclasses.replace(model, served_model_names=[name])

@@ -92,6 +92,7 @@ def test_the_deadline_interrupts_a_render_that_builds_nothing():
     assert time.monotonic() - t0 < 5
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_the_deadline_never_fires_after_its_block():
     """Blocks that end before, at or after their deadline: the timeout is raised inside the block
     or not at all, never in the code that follows (it runs in the HTTP layer's threads). Work and

@@ -20,7 +20,6 @@ from proxy.app import create_app
 from proxy.config import ServerConfig
 from tests.core.parsers import test_ernie45, test_hunyuan_a13b
 from tests.core.parsers.helpers import id_shape
-from tests.core.parsers.parser_models import ERNIE45_TOKENS, with_added_tokens
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier"
@@ -38,13 +37,8 @@ CASES = [(family, record) for family in DIFFERS for record in _records(family)]
 
 
 @pytest.fixture(scope="module")
-def models(model_dirs, tmp_path_factory) -> dict[str, ModelInfo]:
-    from proxy.model_loader import load_model
-
-    ernie = with_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("ernie") / "tiny-ernie45", ERNIE45_TOKENS,
-                              special=False)
-    return {"ernie45": load_model(str(ernie), served_model_names=["tiny-ernie45"]),
-            "hunyuan_a13b": load_model(str(model_dirs["qwen3"]), served_model_names=["tiny-qwen3"])}
+def models(parser_models) -> dict[str, ModelInfo]:
+    return {"ernie45": parser_models["ernie45"], "hunyuan_a13b": parser_models["qwen3"]}
 
 
 def _shaped(message: dict) -> dict:

@@ -16,7 +16,6 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import make_gemma4
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "gemma4.json")
@@ -28,11 +27,8 @@ EARLY = {"closed_without_start", "stray_markers", "thought_then_channel"}
 
 
 @pytest.fixture(scope="module")
-def gemma4_model(model_dirs, tmp_path_factory) -> ModelInfo:
-    from proxy.model_loader import load_model
-
-    path = make_gemma4(model_dirs["qwen3"], tmp_path_factory.mktemp("gemma4") / "tiny-gemma4")
-    return load_model(str(path), served_model_names=["tiny-gemma4"])
+def gemma4_model(parser_models) -> ModelInfo:
+    return parser_models["gemma4"]
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import make_granite4
 from tests.proxy.frontier_derender import aggregate
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "granite4.json")
@@ -35,11 +34,8 @@ PROMPT = "<|start_of_role|>user<|end_of_role|>hi<|end_of_text|>\n<|start_of_role
 
 
 @pytest.fixture(scope="module")
-def granite_model(model_dirs, tmp_path_factory) -> ModelInfo:
-    from proxy.model_loader import load_model
-
-    path = make_granite4(model_dirs["qwen3"], tmp_path_factory.mktemp("granite4") / "tiny-granite4")
-    return load_model(str(path), served_model_names=["tiny-granite4"])
+def granite_model(parser_models) -> ModelInfo:
+    return parser_models["granite4"]
 
 
 @pytest.fixture

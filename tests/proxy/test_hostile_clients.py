@@ -515,6 +515,7 @@ def test_300k_one_character_messages_are_a_quick_400_and_never_stall(stack, rout
     assert max(health, default=0) < 1.0, max(health)
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_messages_with_more_text_than_the_context_can_hold_are_a_400_before_rendering(stack, qwen3):
     from core.render import max_chars_per_token
 

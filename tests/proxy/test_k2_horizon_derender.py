@@ -20,7 +20,7 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import make_k2_horizon
+from tests.models import served_as
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" /
@@ -36,11 +36,8 @@ TOOLS = CASES[0]["case"]["request"]["tools"]
 
 
 @pytest.fixture(scope="module")
-def model(model_dirs, tmp_path_factory) -> ModelInfo:
-    from proxy.model_loader import load_model
-
-    path = make_k2_horizon(model_dirs["qwen3"], tmp_path_factory.mktemp("k2") / "tiny-k2-horizon")
-    return load_model(str(path), served_model_names=["tiny-k2-horizon"])
+def model(parser_models) -> ModelInfo:
+    return served_as(parser_models["k2_horizon"], "tiny-k2-horizon")
 
 
 @pytest.mark.parametrize("record", CASES, ids=[r["case"]["name"] for r in CASES])

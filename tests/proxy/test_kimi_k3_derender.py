@@ -106,6 +106,7 @@ def _k3_architecture_dir(model_dirs, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 async def test_k3_architecture_needs_tokenizer_mode_hf_and_then_derenders(aiohttp_client, model_dirs,
                                                                            tmp_path_factory):
     """The `kimi_k3` renderer is not supported: the architecture alone is refused at start-up;

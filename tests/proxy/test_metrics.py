@@ -94,6 +94,7 @@ async def test_api_moves_token_ttft_itl_engine_and_abort_series(client):
     assert delta("derender_proxy_aborts_total", (("cause", "client_disconnect"),)) == 1
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 async def test_event_loop_lag_probe_sees_a_blocked_loop(client):
     import time
 
@@ -240,6 +241,7 @@ async def test_client_disconnect_is_counted_as_an_abort_and_a_499(stack):
                  route="/v1/chat/completions", method="POST", status="499") == 1
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_first_token_overhead_leaves_the_engine_out(qwen3):
     """The proxy's own share of TTFT: one observation per stream (chat and completions), none for
     a non-streamed answer, and the engine's time before its first token is not in it."""

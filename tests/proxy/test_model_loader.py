@@ -45,6 +45,7 @@ def test_tokenizer_flag_takes_the_tokenizer_from_another_directory(tmp_path, mod
     assert model.tokenizer.bos_token_id == 128000 and model.max_model_len == 131072
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 @pytest.mark.parametrize("how", ["file", "inline"])
 async def test_chat_template_flag_file_or_inline(aiohttp_client, tmp_path, model_dirs, how):
     template = "{% for m in messages %}<<{{ m.role }}:{{ m.content }}>>{% endfor %}"
@@ -63,6 +64,7 @@ async def test_chat_template_flag_file_or_inline(aiohttp_client, tmp_path, model
     assert model.tokenizer.decode(ids) == "<<user:hi>>"
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 async def test_served_model_name_aliases(aiohttp_client, model_dirs):
     config = serve_config(str(model_dirs["qwen3"]), "--served-model-name", "alpha", "beta")
     client = await aiohttp_client(create_app(config, load_served_model(config)))

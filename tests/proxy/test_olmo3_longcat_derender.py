@@ -19,7 +19,6 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import LONGCAT_TOKENS, OLMO3_DROPPED, with_added_tokens, without_added_tokens
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier"
@@ -42,14 +41,8 @@ CASES = [(family, record) for family in FLAGS for record in _records(family)]
 
 
 @pytest.fixture(scope="module")
-def models(model_dirs, tmp_path_factory) -> dict[str, ModelInfo]:
-    from proxy.model_loader import load_model
-
-    root = tmp_path_factory.mktemp("olmo3-longcat")
-    return {"olmo3": load_model(str(without_added_tokens(model_dirs["qwen3"], root / "tiny-olmo3", OLMO3_DROPPED)),
-                                served_model_names=["tiny-olmo3"]),
-            "longcat": load_model(str(with_added_tokens(model_dirs["qwen3"], root / "tiny-longcat", LONGCAT_TOKENS,
-                                                        special=False)), served_model_names=["tiny-longcat"])}
+def models(parser_models) -> dict[str, ModelInfo]:
+    return {"olmo3": parser_models["olmo3"], "longcat": parser_models["longcat"]}
 
 
 @pytest.mark.parametrize(("family", "record"), CASES, ids=[f"{f}-{r['case']['name']}" for f, r in CASES])

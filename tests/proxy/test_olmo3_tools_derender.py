@@ -19,7 +19,6 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import OLMO3_DROPPED, without_added_tokens
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" /
@@ -32,11 +31,8 @@ CASES = [r for r in GOLDEN["records"] if not r["case"]["name"].startswith("speci
 
 
 @pytest.fixture(scope="module")
-def model(model_dirs, tmp_path_factory) -> ModelInfo:
-    from proxy.model_loader import load_model
-
-    path = without_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("olmo3") / "tiny-olmo3", OLMO3_DROPPED)
-    return load_model(str(path), served_model_names=["tiny-olmo3"])
+def model(parser_models) -> ModelInfo:
+    return parser_models["olmo3"]
 
 
 @pytest.mark.parametrize("record", CASES, ids=[r["case"]["name"] for r in CASES])

@@ -391,6 +391,7 @@ def test_tool_choice_none_keeps_markup_as_content(parsed):
     assert "<tool_call>" in r.choices[0].message.content
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_engine_timeouts(qwen3):
     stack = Stack(qwen3, engine_idle_timeout=0.3, engine_first_token_timeout=0.3)
     try:

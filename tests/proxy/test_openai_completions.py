@@ -135,6 +135,7 @@ def test_stop_string_cuts_and_aborts(stack):
     assert r.choices[0].text == "one two three"
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_a_stop_string_in_one_prompt_ends_only_that_prompts_stream(stack):
     """Several prompts: one prompt's stop string aborts its engine stream while the stream's reader
     waits for the next token; the other prompt streams on to its end, and no error is sent."""

@@ -391,6 +391,7 @@ def test_tool_choice_variants_stream_equals_non_stream(tool_door, tool_choice, f
         assert "<tool_call>" in msg.content  # passed through as content
 
 
+@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
 def test_50_concurrent_streams_with_cancellations(door):
     """Bounded concurrency through the async client; every third stream is cancelled mid-stream.
     Finished streams are complete and equal to the reply; cancelled ones are aborted at the engine."""

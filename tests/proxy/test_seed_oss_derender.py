@@ -16,7 +16,7 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import make_seed_oss
+from tests.models import served_as
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "seed_oss.json")
@@ -30,11 +30,8 @@ RECORDS = [r for r in GOLDEN["records"]
 
 
 @pytest.fixture(scope="module")
-def seed_model(model_dirs, tmp_path_factory) -> ModelInfo:
-    from proxy.model_loader import load_model
-
-    path = make_seed_oss(model_dirs["qwen3"], tmp_path_factory.mktemp("seed") / "tiny-seed-oss")
-    return load_model(str(path), served_model_names=["tiny-seed-oss"])
+def seed_model(parser_models) -> ModelInfo:
+    return served_as(parser_models["seed_oss"], "tiny-seed-oss")
 
 
 @pytest.fixture

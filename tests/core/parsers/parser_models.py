@@ -56,7 +56,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+
+from core.model import ModelInfo
 
 MISTRAL_TOKENS = {"mistral13": ["[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
                   "mistral11": ["[TOOL_CALLS]", "[ARGS]"],
@@ -176,32 +179,97 @@ def make_k2_horizon(src: Path, out: Path) -> Path:
     return out
 
 
-def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
-    """Every parser-test tokenizer dir under `root`; `base` has the qwen3 and llama3 dirs."""
-    from tests.frontier_models import write_deepseek_model, write_gptoss_model
-    from tests.oracle.make_extra_models import make_deepseek, make_kimi
-
+def _qwen3_link(root: Path, base: dict[str, Path]) -> Path:
+    """`root/tiny-qwen3`, which make_kimi reads its tokenizer from."""
     root.mkdir(parents=True, exist_ok=True)
     qwen = root / "tiny-qwen3"
     if not qwen.exists():
         qwen.symlink_to(base["qwen3"], target_is_directory=True)
-    dirs = {"qwen3": base["qwen3"], "llama3": base["llama3"], "deepseek": make_deepseek(root), "kimi": make_kimi(root)}
-    for name, tokens in MISTRAL_TOKENS.items():
-        dirs[name] = with_added_tokens(base["qwen3"], root / name, tokens)
-    dirs["seed_oss"] = make_seed_oss(base["qwen3"], root / "tiny-seed-oss")
-    dirs["granite4"] = make_granite4(base["qwen3"], root / "tiny-granite4")
-    dirs["minimax"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m2", MINIMAX_TOKENS)
-    dirs["gemma4"] = make_gemma4(base["qwen3"], root / "tiny-gemma4")
-    dirs["step3"] = with_added_tokens(base["qwen3"], root / "tiny-step3", STEP3_TOKENS)
-    dirs["ernie45"] = with_added_tokens(base["qwen3"], root / "tiny-ernie45", ERNIE45_TOKENS, special=False)
-    dirs["minimax_m3"] = with_added_tokens(base["qwen3"], root / "tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False)
-    dirs["kimi_k3"] = with_added_tokens(base["qwen3"], root / "tiny-kimi-k3", KIMI_K3_TOKENS)
-    dirs["internlm"] = with_added_tokens(base["qwen3"], root / "tiny-internlm", INTERNLM_TOKENS)
-    dirs["jamba"] = with_added_tokens(base["qwen3"], root / "tiny-jamba", JAMBA_TOKENS)
-    dirs["olmo3"] = without_added_tokens(base["qwen3"], root / "tiny-olmo3", OLMO3_DROPPED)
-    dirs["longcat"] = with_added_tokens(base["qwen3"], root / "tiny-longcat", LONGCAT_TOKENS, special=False)
-    dirs["k2_horizon"] = make_k2_horizon(base["qwen3"], root / "tiny-k2-horizon")
-    for version in ("v32", "v4", "v41"):  # the frontier families (tests/frontier_models.py)
-        dirs[f"deepseek_{version}"] = write_deepseek_model(version, root / f"tiny-deepseek-{version}")
-    dirs["gptoss"] = write_gptoss_model(root / "tiny-gptoss")
-    return dirs
+    return qwen
+
+
+def _builders() -> dict[str, Callable[[Path, dict[str, Path]], Path]]:
+    """Each family's directory builder, `(root, base) -> dir` (`base` has the qwen3 and llama3 dirs)."""
+    from tests.frontier_models import write_deepseek_model, write_gptoss_model
+    from tests.oracle.make_extra_models import make_deepseek, make_kimi
+
+    def added(name: str, tokens: list[str], special: bool = True) -> Callable[[Path, dict[str, Path]], Path]:
+        return lambda root, base: with_added_tokens(base["qwen3"], root / name, tokens, special=special)
+
+    def on_qwen3(make: Callable[[Path, Path], Path], name: str) -> Callable[[Path, dict[str, Path]], Path]:
+        return lambda root, base: make(base["qwen3"], root / name)
+
+    def deepseek_version(version: str) -> Callable[[Path, dict[str, Path]], Path]:
+        return lambda root, base: write_deepseek_model(version, root / f"tiny-deepseek-{version}")
+
+    table: dict[str, Callable[[Path, dict[str, Path]], Path]] = {
+        "deepseek": lambda root, base: make_deepseek(root),
+        "kimi": lambda root, base: (_qwen3_link(root, base), make_kimi(root))[1],
+        **{name: added(name, tokens) for name, tokens in MISTRAL_TOKENS.items()},
+        "seed_oss": on_qwen3(make_seed_oss, "tiny-seed-oss"),
+        "granite4": on_qwen3(make_granite4, "tiny-granite4"),
+        "minimax": added("tiny-minimax-m2", MINIMAX_TOKENS),
+        "gemma4": on_qwen3(make_gemma4, "tiny-gemma4"),
+        "step3": added("tiny-step3", STEP3_TOKENS),
+        "ernie45": added("tiny-ernie45", ERNIE45_TOKENS, special=False),
+        "minimax_m3": added("tiny-minimax-m3", MINIMAX_M3_TOKENS, special=False),
+        "kimi_k3": added("tiny-kimi-k3", KIMI_K3_TOKENS),
+        "internlm": added("tiny-internlm", INTERNLM_TOKENS),
+        "jamba": added("tiny-jamba", JAMBA_TOKENS),
+        "olmo3": lambda root, base: without_added_tokens(base["qwen3"], root / "tiny-olmo3", OLMO3_DROPPED),
+        "longcat": added("tiny-longcat", LONGCAT_TOKENS, special=False),
+        "k2_horizon": on_qwen3(make_k2_horizon, "tiny-k2-horizon"),
+        **{f"deepseek_{version}": deepseek_version(version) for version in ("v32", "v4", "v41")},
+        "gptoss": lambda root, base: write_gptoss_model(root / "tiny-gptoss"),
+    }
+    return table
+
+
+class ParserModelDirs(Mapping[str, Path]):
+    """Every parser-test tokenizer dir under `root`, each built on first use: a run of one family's
+    tests builds that family's only (building all of them takes seconds a fast loop cannot spare)."""
+
+    def __init__(self, root: Path, base: dict[str, Path]) -> None:
+        self.root = root
+        self.base = base
+        self.build = _builders()
+        self.built: dict[str, Path] = {"qwen3": base["qwen3"], "llama3": base["llama3"]}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.built:
+            self.built[name] = self.build[name](self.root, self.base)  # KeyError for an unknown family
+        return self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["qwen3", "llama3", *self.build])
+
+    def __len__(self) -> int:
+        return 2 + len(self.build)
+
+
+class ParserModels(Mapping[str, ModelInfo]):
+    """The families' ModelInfo (served as `tiny-<family>`), each loaded on first use and shared by
+    every test of the session, so the tokenizer's caches are built once per family."""
+
+    def __init__(self, dirs: ParserModelDirs, loaded: dict[str, ModelInfo]) -> None:
+        self.dirs = dirs
+        self.loaded = dict(loaded)
+
+    def __getitem__(self, name: str) -> ModelInfo:
+        if name not in self.loaded:
+            from proxy.model_loader import load_model
+
+            self.loaded[name] = load_model(str(self.dirs[name]), served_model_names=[f"tiny-{name}"])
+        return self.loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.dirs)
+
+    def __len__(self) -> int:
+        return len(self.dirs)
+
+
+def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
+    """Every parser-test tokenizer dir under `root`, built now; `base` has the qwen3 and llama3 dirs."""
+    dirs = ParserModelDirs(root, base)
+    return {name: dirs[name] for name in dirs}
