@@ -421,9 +421,13 @@ def _check_tool_choice(request: ChatCompletionRequest, options: RenderOptions) -
 
 def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dict[str, Any]], *,
                     tool_dicts: list[dict[str, Any]] | None, request_template: str | None,
-                    chat_kwargs: dict[str, Any], budget: TokenBudget, with_offsets: bool = False
+                    chat_kwargs: dict[str, Any], budget: TokenBudget, with_offsets: bool = False,
+                    tool_choice: Any = None, response_format: Any = None
                     ) -> tuple[list[int], list[list[int]] | None]:
-    """Template + tokenization of a chat (shared by chat render and /tokenize)."""
+    """Template + tokenization of a chat (shared by chat render and /tokenize).
+
+    `tool_choice` and `response_format`: the request's (vLLM's ChatParams; tool_choice only when
+    the request has tools), which only the kimi_k3 renderer reads."""
     # the kwargs vLLM hands to apply_chat_template: server defaults and tools underneath the request's
     template_kwargs = merge_kwargs(merge_kwargs(options.default_chat_template_kwargs,
                                                 {"tools": tool_dicts, "tokenize": False}), chat_kwargs)
@@ -448,6 +452,14 @@ def render_chat_ids(model: ModelInfo, options: RenderOptions, messages: list[dic
             continue_final_message=bool(template_kwargs.get("continue_final_message")),
             reasoning_effort=template_kwargs.get("reasoning_effort"))
         return budget.check_tokens(ids, None)  # mistral-common gives no offsets (vLLM answers null)
+    if model.renderer == "kimi_k3":  # K3's XTML encoder, tokenized segment by segment (core/renderers/kimi_k3.py)
+        from core.renderers import kimi_k3
+
+        check_chat_size(model, messages, budget)
+        conversation = build_conversation(messages, "string", model.name)  # also validates
+        ids = kimi_k3.render_chat_prompt(model.tokenizer, conversation, template_tools, template_kwargs,
+                                         tool_choice=tool_choice, response_format=response_format)
+        return budget.check_tokens(ids, None)  # ids, not text: no offsets (vLLM answers null)
     if model.renderer != "hf":  # a Python prompt encoder instead of a template (core/renderers)
         from core.renderers import deepseek
 
@@ -645,7 +657,9 @@ def render_chat(model: ModelInfo, options: RenderOptions, request: ChatCompletio
     else:
         token_ids, offsets = render_chat_ids(model, options, request.messages, tool_dicts=tool_dicts,
                                              request_template=request.chat_template, chat_kwargs=chat_kwargs,
-                                             budget=budget, with_offsets=bool(request.return_token_offsets))
+                                             budget=budget, with_offsets=bool(request.return_token_offsets),
+                                             tool_choice=request.tool_choice if tools else None,
+                                             response_format=request.response_format)
 
     ctx = None
     if options.has_parser:

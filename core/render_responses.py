@@ -492,7 +492,8 @@ def render_responses(model: ModelInfo, options: RenderOptions, request: Response
         token_ids = reused
     else:
         token_ids, _ = render_chat_ids(model, options, messages, tool_dicts=tool_dicts, request_template=None,
-                                       chat_kwargs=chat_kwargs, budget=budget)
+                                       chat_kwargs=chat_kwargs, budget=budget,
+                                       tool_choice=chat.tool_choice if request.tools else None)
 
     chat.structured_outputs = request.extract_structured_outputs()
     if options.has_parser:

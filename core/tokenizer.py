@@ -12,6 +12,7 @@ file access lives in `core.model_files`, called by the I/O layer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -89,6 +90,16 @@ class Tokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    @functools.cached_property
+    def text_backend(self) -> RustTokenizer:
+        """A copy of the backend that reads special added tokens as text (transformers'
+        `split_special_tokens=True`; added tokens that are not special still match), for prompts
+        whose message text is tokenized apart from their structure (core/renderers/kimi_k3.py).
+        Built on first use; the backend itself is never switched (it is shared across threads)."""
+        backend = RustTokenizer.from_str(self.backend.to_str())
+        backend.encode_special_tokens = True
+        return backend
 
     def encode_with_offsets(self, text: str, add_special_tokens: bool = False
                             ) -> tuple[list[int], list[tuple[int, int]]]:

@@ -185,9 +185,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     _flag(model, "--tokenizer", default=None, metavar="DIR|REPO",
           help="tokenizer directory or repo id, when it is not the model's", default_text="the model's")
     _flag(model, "--tokenizer-mode", default="auto", metavar="MODE",
-          help="as vllm serve: auto and hf render with the chat template; deepseek_v32, deepseek_v4, deepseek_v41 "
-               "and mistral (tekken.json or tokenizer.model.v*, through mistral-common) pick their own renderer; "
-               "other modes are refused at start-up")
+          help="as vllm serve: auto and hf render with the chat template; deepseek_v32, deepseek_v4, deepseek_v41, "
+               "kimi_k3 (K3's XTML encoder) and mistral (tekken.json or tokenizer.model.v*, through mistral-common) "
+               "pick their own renderer; other modes are refused at start-up")
     _flag(model, "--served-model-name", nargs="+", default=[], metavar="NAME",
           help="names clients may give as `model`, the first one reported (a name with `/` trips the "
                "openai-agents SDK: see the README)", default_text="the model argument")

@@ -7,6 +7,9 @@
   `deepseek_v41`
   (`core/renderers/deepseek.py`: DeepSeek's Python prompt encoders, the prompt then tokenized
   like a chat template's output);
+* `kimi_k3`: Kimi K3's XTML encoder (`encoding_k3.py` in the model repository, which vLLM reaches
+  through the tokenizer's `apply_chat_template`), tokenized segment by segment
+  (`core/renderers/kimi_k3.py`); the tokenizer is the Hugging Face one, as vLLM's mode loads it;
 * `mistral`: Mistral's own tokenizer and prompt format through mistral-common
   (`core/renderers/mistral.py`; Tekken and SentencePiece tokenizers). The I/O layer picks it as vLLM
   does when the mode is `auto` (a model directory with `consolidated*.safetensors` and a
@@ -21,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 # vLLM 0.33's tokenizer modes: those we render, and the rest (accepted by vLLM, refused here)
-SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4", "deepseek_v41", "mistral")
-UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "inkling", "kimi_audio", "kimi_k3", "terratorch")
+SUPPORTED_MODES = ("auto", "hf", "deepseek_v32", "deepseek_v4", "deepseek_v41", "kimi_k3", "mistral")
+UNSUPPORTED_MODES = ("alpamayo2_super", "cohere", "inkling", "kimi_audio", "terratorch")
 # vLLM's ModelConfig: the architecture's renderer mode when the mode is "auto"
 ARCHITECTURE_MODES = {
     "Alpamayo2Super": "alpamayo2_super",
