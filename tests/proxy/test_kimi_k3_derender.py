@@ -94,8 +94,10 @@ async def test_derender_equals_vllm_and_streams_to_it(client, k3_model, record):
 
 
 def _k3_architecture_dir(model_dirs, tmp_path_factory) -> Path:
-    """The K3 test tokenizer under K3's architecture, without a chat template (K3 ships none)."""
-    path = with_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("k3arch") / "k3", KIMI_K3_TOKENS)
+    """The K3 test tokenizer (with `<|end_of_msg|>` too) under K3's architecture, without a chat
+    template (K3 ships none)."""
+    path = with_added_tokens(model_dirs["qwen3"], tmp_path_factory.mktemp("k3arch") / "k3",
+                             [*KIMI_K3_TOKENS, "<|end_of_msg|>"])
     cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
     (path / "config.json").write_text(json.dumps({**cfg, "architectures": ["KimiK3ForConditionalGeneration"]}))
     tok_cfg = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -106,24 +108,29 @@ def _k3_architecture_dir(model_dirs, tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.slow  # over a second: CI runs it, the fast loop does not
-async def test_k3_architecture_needs_tokenizer_mode_hf_and_then_derenders(aiohttp_client, model_dirs,
-                                                                           tmp_path_factory):
-    """The `kimi_k3` renderer is not supported: the architecture alone is refused at start-up;
-    with `--tokenizer-mode hf` the proxy starts (no template needed) and the derender route, which
-    takes the prompt's token ids, answers as vLLM."""
-    from proxy.model_loader import ModelLoadError, load_model
+@pytest.mark.slow  # ~3 s: its own model directory, tokenizer and app (the fast encoder's build)
+async def test_k3_architecture_renders_with_kimi_k3_and_derenders(aiohttp_client, model_dirs, tmp_path_factory):
+    """The architecture alone picks the `kimi_k3` renderer (core/renderers/kimi_k3.py; no chat
+    template needed): the chat render route answers K3's prompt, and the derender route, which takes
+    the prompt's token ids, answers as vLLM. (`--tokenizer-mode hf` still takes the template path:
+    tests/proxy/test_kimi_k3_render.py.)"""
+    from proxy.model_loader import load_model
 
     path = _k3_architecture_dir(model_dirs, tmp_path_factory)
-    with pytest.raises(ModelLoadError, match="--tokenizer-mode kimi_k3 .* is not supported yet"):
-        load_model(str(path))
-    model = load_model(str(path), tokenizer_mode="hf", served_model_names=["k3"])
-    config = ServerConfig(reasoning_parser="kimi_k3", tool_call_parser="kimi_k3", enable_auto_tool_choice=True,
-                          tokenizer_mode="hf")
+    model = load_model(str(path), served_model_names=["k3"])
+    assert model.renderer == "kimi_k3"
+    config = ServerConfig(reasoning_parser="kimi_k3", tool_call_parser="kimi_k3", enable_auto_tool_choice=True)
     client = await aiohttp_client(create_app(config, model))
+    resp = await client.post("/v1/chat/completions/render", json={"messages": [{"role": "user", "content": "hi"}],
+                                                                  "chat_template_kwargs": {"thinking": False}})
+    body = await resp.json()
+    assert resp.status == 200, body
+    assert model.tokenizer.decode(body["token_ids"]) == (
+        '<|open|>message role="user"<|sep|>hi<|close|>message<|sep|><|end_of_msg|>'
+        '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>')
     record = next(r for r in RECORDS if r["case"]["name"] == "content_call__k3_auto_on")
     resp = await client.post(CHAT, json={
-        "prompt_token_ids": [1, 2, 3], "chat_request": _request(record["case"]), "generate_response": {
+        "prompt_token_ids": body["token_ids"], "chat_request": _request(record["case"]), "generate_response": {
             "request_id": RID, "choices": [_choice(record["token_ids"], record["engine_finish_reason"])]}})
     body = await resp.json()
     assert resp.status == 200, body
