@@ -9,6 +9,9 @@ sampling, length limits), completions render, /tokenize, Responses and Messages 
 --tool-call-parser kimi_k3 --reasoning-parser kimi_k3 --enable-auto-tool-choice`. The directory is
 built here the same way (nothing is downloaded). Every case is replayed through one real HTTP
 server (module-scoped) and its status and body must equal vLLM's, render request ids aside.
+
+The same server, with the reference engine behind it, answers `/v1/chat/completions` through the
+official client: the rendered prompt reaches the engine and the kimi_k3 parsers read its XTML back.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from proxy.model_loader import load_model
 from tests.core.parsers.parser_models import KIMI_K3_TOKENS, with_added_tokens
 from tests.oracle_fixtures import load_fixture
 from tests.proxy.frontdoor_stack import Stack
+from tests.proxy.frontier_derender import stream_chat
 from tests.proxy.test_fuzz_endpoints import Http
 
 NAME = "tiny-kimi-k3-render"
@@ -111,3 +115,47 @@ def test_no_chat_template_needed(k3_model):
     ids = [render_chat_ids(model, RenderOptions(), messages, tool_dicts=None, request_template=None,
                            chat_kwargs=kwargs, budget=budget)[0] for model in (bare, k3_model)]
     assert ids[0] == ids[1] and ids[0][-3:] == [151669, k3_model.tokenizer.token_to_id("think"), 151671]
+
+
+# -- the front door: the official client -> the proxy (kimi_k3 renderer and parsers) -> the reference engine --
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+ASK = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Hangzhou for 3 days?"}]
+CALL_REPLY = ("I need the weather tool.<|close|>think<|sep|><|open|>response<|sep|>Checking.<|close|>response<|sep|>"
+              '<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
+              '<|open|>argument key="city" type="string"<|sep|>杭州<|close|>argument<|sep|>'
+              '<|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|>'
+              "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>")
+
+
+def test_front_door_reasoning_then_a_call(stack, k3_model):
+    """/v1/chat/completions renders K3's prompt (its ids reach the engine), and the kimi_k3 parsers read
+    the engine's XTML back; streamed and non-streamed answers agree."""
+    stack.set_replies([CALL_REPLY])
+    client = stack.client()
+    answer = client.chat.completions.create(model=NAME, messages=ASK, tools=WEATHER, reasoning_effort="low")
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert (choice.message.model_extra["reasoning"], choice.message.content) == ("I need the weather tool.",
+                                                                                "Checking.")
+    [call] = choice.message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "杭州", "days": 3})
+    prompt = k3_model.tokenizer.decode(stack.last_engine_request()["token_ids"])
+    assert prompt.startswith('<|open|>message role="system" type="tool-declare"<|sep|># Tools')
+    assert "`thinking_effort=low`" in prompt
+    assert prompt.endswith('<|open|>message role="user"<|sep|>Weather in Hangzhou for 3 days?<|close|>message<|sep|>'
+                           '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>')
+    streamed = stream_chat(client, model=NAME, messages=ASK, tools=WEATHER, reasoning_effort="low")
+    assert streamed[:2] == ("Checking.", "I need the weather tool.") and streamed[3] == "tool_calls"
+    assert [(c["name"], c["arguments"]) for c in streamed[2]] == [("get_weather", call.function.arguments)]
+
+
+def test_front_door_thinking_off(stack, k3_model):
+    stack.set_replies(["Sunny all week.<|close|>response<|sep|><|close|>message<|sep|>"])
+    client = stack.client()
+    nothink = {"chat_template_kwargs": {"thinking": False}}
+    answer = client.chat.completions.create(model=NAME, messages=ASK, extra_body=nothink)
+    assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == ("Sunny all week.", "stop")
+    assert k3_model.tokenizer.decode(stack.last_engine_request()["token_ids"]).endswith("<|open|>response<|sep|>")
+    assert stream_chat(client, model=NAME, messages=ASK, extra_body=nothink) == ("Sunny all week.", None, [], "stop")
