@@ -18,26 +18,28 @@ def test_modes_and_architectures():
     assert renderer_for({"architectures": ["DeepseekV32ForCausalLM"]}, "hf") == "hf"  # explicit wins
     assert renderer_for({}, "deepseek_v4") == "deepseek_v4"
     assert renderer_for({}, "HF") == "hf"  # vLLM lower-cases the mode
+    assert renderer_for({"architectures": ["KimiK3ForConditionalGeneration"]}) == "kimi_k3"
+    assert renderer_for({}, "kimi_k3") == "kimi_k3"
 
 
-@pytest.mark.parametrize("mode", ["kimi_k3", "cohere", "inkling", "alpamayo2_super"])
+@pytest.mark.parametrize("mode", ["kimi_audio", "cohere", "inkling", "alpamayo2_super"])
 def test_modes_vllm_knows_are_refused_as_not_supported_yet(mode):
     with pytest.raises(ValueError, match=f"--tokenizer-mode {mode} is not supported yet"):
         renderer_for({}, mode)
 
 
 def test_architecture_implied_mode_is_refused_and_unknown_mode_named():
-    with pytest.raises(ValueError, match="--tokenizer-mode kimi_k3 .implied by the architecture "
-                                         "KimiK3ForConditionalGeneration. is not supported yet"):
-        renderer_for({"architectures": ["KimiK3ForConditionalGeneration"]})
+    with pytest.raises(ValueError, match="--tokenizer-mode kimi_audio .implied by the architecture "
+                                         "MoonshotKimiaForCausalLM. is not supported yet"):
+        renderer_for({"architectures": ["MoonshotKimiaForCausalLM"]})
     with pytest.raises(ValueError, match="--tokenizer-mode bogus: unknown tokenizer mode"):
         renderer_for({}, "bogus")
 
 
 def test_the_loader_turns_it_into_a_one_line_start_up_error(tmp_path):
     path = write_deepseek_model("v4", tmp_path / "v4")
-    with pytest.raises(ModelLoadError, match="--tokenizer-mode kimi_k3 is not supported yet"):
-        load_model(str(path), tokenizer_mode="kimi_k3")
+    with pytest.raises(ModelLoadError, match="--tokenizer-mode cohere is not supported yet"):
+        load_model(str(path), tokenizer_mode="cohere")
     assert load_model(str(path), tokenizer_mode="hf").renderer == "hf"
 
 
