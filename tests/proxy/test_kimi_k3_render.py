@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from core.model import ModelInfo
 from proxy.model_loader import load_model
@@ -30,7 +31,7 @@ from tests.core.parsers.parser_models import KIMI_K3_TOKENS, with_added_tokens
 from tests.oracle_fixtures import load_fixture
 from tests.proxy.frontdoor_stack import Stack
 from tests.proxy.frontier_derender import stream_chat
-from tests.proxy.test_fuzz_endpoints import Http
+from tests.proxy.test_fuzz_endpoints import Http, check_answer, encode, mutated
 
 NAME = "tiny-kimi-k3-render"
 # K3's four structural tokens, in the ids the recorded model gave them (151669-151672)
@@ -159,3 +160,27 @@ def test_front_door_thinking_off(stack, k3_model):
     assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == ("Sunny all week.", "stop")
     assert k3_model.tokenizer.decode(stack.last_engine_request()["token_ids"]).endswith("<|open|>response<|sep|>")
     assert stream_chat(client, model=NAME, messages=ASK, extra_body=nothink) == ("Sunny all week.", None, [], "stop")
+
+
+# -- hostile clients: never a 5xx (tests/proxy/test_fuzz_endpoints.py's property, K3's renderer) ---------
+
+FUZZ_BODY = {
+    "model": NAME, "tools": WEATHER, "tool_choice": "auto", "reasoning_effort": "high",
+    "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}}},
+    "chat_template_kwargs": {"thinking": True, "thinking_effort": "max"},
+    "messages": [{"role": "system", "content": "Be brief.", "name": "sys"},
+                 {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                 {"role": "assistant", "content": "Checking.", "reasoning": "Use the tool.", "tool_calls": [
+                     {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                                   "arguments": '{"city": "Paris", "days": 2}'}}]},
+                 {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "sunny"}]},
+                 {"role": "user", "content": "Thanks"}],
+}
+
+
+@pytest.mark.slow  # ~10 s: 300 hypothesis examples over HTTP
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=mutated(FUZZ_BODY))
+def test_render_never_fails_badly(http, body):
+    for path in ("/v1/chat/completions/render", "/tokenize"):
+        check_answer(http.post(path, encode(body), HEADERS))
