@@ -170,9 +170,17 @@ class FastEncoder:
         self.segments = SegmentCache(SEGMENT_CACHE_CHARS)
 
     @classmethod
-    def build(cls, backend: RustTokenizer) -> FastEncoder | None:
+    def build(cls, backend: RustTokenizer, *, specials_as_text: bool = False) -> FastEncoder | None:
+        """`specials_as_text`: `backend` reads special added tokens as text (`encode_special_tokens`,
+        core.tokenizer's `text_backend`), so only the added tokens that are not special split the text."""
+        checks = list(SELF_CHECK)
         try:
             spec = orjson.loads(backend.to_str())
+            if specials_as_text:
+                added = spec.get("added_tokens") or []
+                special = [t["content"] for t in added if t.get("special")][:8]
+                checks.append(" ".join(special) + "".join(special) + "x".join(SELF_CHECK[:2]))
+                spec["added_tokens"] = [t for t in added if not t.get("special")]
             supported = _spec_supported(spec)
             if supported is None:
                 return None
@@ -180,7 +188,7 @@ class FastEncoder:
         except (regex.error, ValueError, KeyError, TypeError, Exception):  # unsupported syntax: use the slow path
             return None
         specials = "".join(list(encoder.added_ids)[:4])
-        for text in [*SELF_CHECK, specials.join(SELF_CHECK[:3])]:
+        for text in [*checks, specials.join(SELF_CHECK[:3])]:
             if encoder.encode(text) != backend.encode(text, add_special_tokens=False).ids:
                 return None
         encoder.cache.clear()

@@ -85,9 +85,6 @@ class ModelInfo:
         from core.renderers import renderer_for
 
         hf_config = hf_config or {}
-        renderer = renderer_for(hf_config, tokenizer_mode)
-        if renderer == "kimi_k3":
-            tokenizer.text_backend  # noqa: B018 (built at start-up, not by the first request)
         return cls(
             tokenizer=tokenizer,
             served_model_names=served_model_names,
@@ -96,7 +93,7 @@ class ModelInfo:
             extra_eos_token_ids=extra_eos_ids(generation_config or {}, tokenizer.eos_token_id),
             model_type=hf_config.get("model_type"),
             hf_config=hf_config,
-            renderer=renderer,
+            renderer=renderer_for(hf_config, tokenizer_mode),
         )
 
 

@@ -216,6 +216,10 @@ def warm_up(model: ModelInfo) -> None:
     if model.tokenizer.hf_backend:
         fast_encoder(model.tokenizer)
         special_affixes(model.tokenizer)
+        if model.renderer == "kimi_k3":  # message text is tokenized with special tokens read as text
+            from core.renderers.kimi_k3 import text_encoder
+
+            text_encoder(model.tokenizer)
     max_chars_per_token(model.tokenizer)
 
 

@@ -31,15 +31,20 @@ with no name to give it is a 400 with the encoder's message; `continue_final_mes
 nothing (the encoder closes every message).
 
 Long runs: Kimi's tokenizer cuts text into pieces with at most 25,000 consecutive whitespace or
-non-whitespace characters before encoding each (`split_runs`), and so do we.
+non-whitespace characters before encoding each (`split_runs`), and so do we. Text goes through the
+fast encoder (core/fast_encode.py) built on the tokenizer's `text_backend` with special tokens read
+as text, whose word and segment caches make the turns a conversation re-sends cheap; a tokenizer
+it does not take is encoded by the Rust backend in one batch.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from core.fast_encode import FastEncoder
 from core.protocol.common import VLLMValidationError
 
 OPEN, CLOSE, SEP, END_OF_MSG = "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"
@@ -328,30 +333,86 @@ def split_runs(text: str) -> Iterator[str]:
         yield chunk[cut:]
 
 
+# the ids of short segments (tag names, attribute pieces, the structural tokens: most of a prompt's
+# segments), per tokenizer; cleared whole when full
+SHORT_SEGMENT = 32
+_SHORT_CACHE_ENTRIES = 8192
+_short_ids: weakref.WeakKeyDictionary[Any, dict[Segment, list[int]]] = weakref.WeakKeyDictionary()
+
+
+_NO_FAST = object()
+
+
+def text_encoder(tokenizer: Any) -> FastEncoder | None:
+    """The fast encoder (core/fast_encode.py) of `Tokenizer.text_backend`, built once per tokenizer
+    (None when its pipeline is not one the fast encoder takes): its word and segment caches make
+    the messages a conversation re-sends each turn cheap."""
+    encoder = getattr(tokenizer, "_kimi_k3_text_encoder", None)
+    if encoder is None:
+        built = FastEncoder.build(tokenizer.text_backend, specials_as_text=True)
+        encoder = _NO_FAST if built is None else built
+        tokenizer._kimi_k3_text_encoder = encoder
+    return None if encoder is _NO_FAST else encoder
+
+
 def encode_segments(tokenizer: Any, segs: list[Segment]) -> list[int]:
     """Each segment on its own: structural ones with special tokens matched, text with them read as
-    text (`Tokenizer.text_backend`); text pieces go to the tokenizer in one batch."""
+    text (`Tokenizer.text_backend`, or its fast encoder); without a fast encoder the text pieces not
+    known yet go to the tokenizer in one batch."""
+    fast = text_encoder(tokenizer) if tokenizer.hf_backend else None
+    if fast is not None:
+        return _encode_fast(tokenizer, fast, segs)
+    known = _short_ids.get(tokenizer)
+    if known is None:
+        known = _short_ids.setdefault(tokenizer, {})
+    if len(known) > _SHORT_CACHE_ENTRIES:
+        known.clear()
     pieces: list[str] = []
-    plan: list[tuple[bool, Any]] = []  # (structural, its ids | how many text pieces)
-    for text, structural in segs:
+    plan: list[Any] = []  # a segment's ids, or how many of `pieces` it took
+    for seg in segs:
+        cached = known.get(seg)
+        if cached is not None:
+            plan.append(cached)
+            continue
+        text, structural = seg
         if structural:
             token = tokenizer.token_to_id(text)
-            plan.append((True, [token] if token is not None else tokenizer.encode(text)))
+            ids = [token] if token is not None else tokenizer.encode(text)
+            known[seg] = ids
+            plan.append(ids)
         else:
             before = len(pieces)
             pieces.extend(split_runs(text))
-            plan.append((False, len(pieces) - before))
+            plan.append(len(pieces) - before)
     encoded = tokenizer.text_backend.encode_batch(pieces, add_special_tokens=False) if pieces else []
-    ids: list[int] = []
+    out: list[int] = []
     at = 0
-    for structural, what in plan:
-        if structural:
-            ids.extend(what)
+    for seg, what in zip(segs, plan):
+        if isinstance(what, list):
+            out.extend(what)
+            continue
+        if what == 1:
+            ids = encoded[at].ids
+            if len(seg[0]) <= SHORT_SEGMENT:
+                known[seg] = ids
+            out.extend(ids)
         else:
             for enc in encoded[at:at + what]:
-                ids.extend(enc.ids)
-            at += what
-    return ids
+                out.extend(enc.ids)
+        at += what
+    return out
+
+
+def _encode_fast(tokenizer: Any, fast: FastEncoder, segs: list[Segment]) -> list[int]:
+    out: list[int] = []
+    for text, structural in segs:
+        if structural:
+            token = tokenizer.token_to_id(text)
+            out.extend([token] if token is not None else tokenizer.encode(text))
+        else:
+            for piece in split_runs(text):
+                out.extend(fast.encode(piece))
+    return out
 
 
 def render_chat_prompt(tokenizer: Any, conversation: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

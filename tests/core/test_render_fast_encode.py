@@ -135,3 +135,21 @@ def test_segment_cache_is_bounded():
     cache.put("y" * 400, array("I", [1]))  # larger than a quarter of the bound: not kept
     assert cache.get("y" * 400) is None
     assert (cache.hits, cache.misses) == (1, 2)
+
+
+@pytest.mark.slow  # ~2 s: the text backend's encoder is built first (the K3 replay covers it in the fast loop)
+@settings(max_examples=150, deadline=None)
+@given(pieces=st.lists(PIECES, max_size=25))
+def test_specials_as_text_matches_the_text_backend(qwen3, pieces):
+    """The Kimi K3 renderer's text encoding (built once per tokenizer, on Qwen3's as its tests):
+    special tokens' text is text, other added tokens still match."""
+    from core.renderers.kimi_k3 import text_encoder
+
+    tokenizer = qwen3.tokenizer
+    fast = text_encoder(tokenizer)
+    assert fast is not None
+    text = "".join(pieces)
+    assert fast.encode(text) == tokenizer.text_backend.encode(text, add_special_tokens=False).ids
+    assert fast.encode("a<think>b<|im_end|>") == [
+        *tokenizer.encode("a"), tokenizer.token_to_id("<think>"), *tokenizer.text_backend.encode("b<|im_end|>").ids]
+    assert tokenizer.token_to_id("<|im_end|>") not in fast.encode("<|im_end|>")

@@ -184,3 +184,21 @@ FUZZ_BODY = {
 def test_render_never_fails_badly(http, body):
     for path in ("/v1/chat/completions/render", "/tokenize"):
         check_answer(http.post(path, encode(body), HEADERS))
+
+
+def test_without_the_fast_encoder_the_ids_are_the_same(k3_model, monkeypatch):
+    """A tokenizer the fast encoder does not take encodes the text pieces in one Rust batch: every
+    recorded chat prompt comes out the same both ways."""
+    from core.protocol.chat import ChatCompletionRequest
+    from core.render import RenderOptions, render_chat
+    from core.renderers import kimi_k3
+
+    options = RenderOptions.build(tool_call_parser="kimi_k3", reasoning_parser="kimi_k3",
+                                  enable_auto_tool_choice=True)
+    chats = [c for c in CASES if c["path"] == "/v1/chat/completions/render" and c["status"] == 200
+             and "kv_transfer_params" not in c["request"]]
+    assert kimi_k3.text_encoder(k3_model.tokenizer) is not None
+    monkeypatch.setattr(kimi_k3, "text_encoder", lambda tokenizer: None)
+    for case in chats:
+        generate = render_chat(k3_model, options, ChatCompletionRequest.model_validate(case["request"]))
+        assert generate["token_ids"] == case["response"]["token_ids"], case["name"]
