@@ -40,7 +40,6 @@ it does not take is encoded by the Rust backend in one batch.
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -333,13 +332,6 @@ def split_runs(text: str) -> Iterator[str]:
         yield chunk[cut:]
 
 
-# the ids of short segments (tag names, attribute pieces, the structural tokens: most of a prompt's
-# segments), per tokenizer; cleared whole when full
-SHORT_SEGMENT = 32
-_SHORT_CACHE_ENTRIES = 8192
-_short_ids: weakref.WeakKeyDictionary[Any, dict[Segment, list[int]]] = weakref.WeakKeyDictionary()
-
-
 _NO_FAST = object()
 
 
@@ -357,62 +349,32 @@ def text_encoder(tokenizer: Any) -> FastEncoder | None:
 
 def encode_segments(tokenizer: Any, segs: list[Segment]) -> list[int]:
     """Each segment on its own: structural ones with special tokens matched, text with them read as
-    text (`Tokenizer.text_backend`, or its fast encoder); without a fast encoder the text pieces not
-    known yet go to the tokenizer in one batch."""
-    fast = text_encoder(tokenizer) if tokenizer.hf_backend else None
+    text (the fast encoder of `Tokenizer.text_backend`; without one, the backend itself, every text
+    piece in one batch)."""
+    fast = text_encoder(tokenizer)
+    out: list[int] = []
     if fast is not None:
-        return _encode_fast(tokenizer, fast, segs)
-    known = _short_ids.get(tokenizer)
-    if known is None:
-        known = _short_ids.setdefault(tokenizer, {})
-    if len(known) > _SHORT_CACHE_ENTRIES:
-        known.clear()
-    pieces: list[str] = []
-    plan: list[Any] = []  # a segment's ids, or how many of `pieces` it took
-    for seg in segs:
-        cached = known.get(seg)
-        if cached is not None:
-            plan.append(cached)
-            continue
-        text, structural = seg
-        if structural:
-            token = tokenizer.token_to_id(text)
-            ids = [token] if token is not None else tokenizer.encode(text)
-            known[seg] = ids
-            plan.append(ids)
-        else:
-            before = len(pieces)
-            pieces.extend(split_runs(text))
-            plan.append(len(pieces) - before)
-    encoded = tokenizer.text_backend.encode_batch(pieces, add_special_tokens=False) if pieces else []
-    out: list[int] = []
-    at = 0
-    for seg, what in zip(segs, plan):
-        if isinstance(what, list):
-            out.extend(what)
-            continue
-        if what == 1:
-            ids = encoded[at].ids
-            if len(seg[0]) <= SHORT_SEGMENT:
-                known[seg] = ids
-            out.extend(ids)
-        else:
-            for enc in encoded[at:at + what]:
-                out.extend(enc.ids)
-        at += what
-    return out
-
-
-def _encode_fast(tokenizer: Any, fast: FastEncoder, segs: list[Segment]) -> list[int]:
-    out: list[int] = []
+        for text, structural in segs:
+            if structural:
+                out.extend(_structural_ids(tokenizer, text))
+            else:
+                for piece in split_runs(text):
+                    out.extend(fast.encode(piece))
+        return out
+    pieces = [piece for text, structural in segs if not structural for piece in split_runs(text)]
+    encoded = iter(tokenizer.text_backend.encode_batch(pieces, add_special_tokens=False) if pieces else [])
     for text, structural in segs:
         if structural:
-            token = tokenizer.token_to_id(text)
-            out.extend([token] if token is not None else tokenizer.encode(text))
+            out.extend(_structural_ids(tokenizer, text))
         else:
-            for piece in split_runs(text):
-                out.extend(fast.encode(piece))
+            for _ in split_runs(text):
+                out.extend(next(encoded).ids)
     return out
+
+
+def _structural_ids(tokenizer: Any, text: str) -> list[int]:
+    token = tokenizer.token_to_id(text)
+    return [token] if token is not None else tokenizer.encode(text)
 
 
 def render_chat_prompt(tokenizer: Any, conversation: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
