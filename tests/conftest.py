@@ -10,6 +10,7 @@ import pytest
 from core.model import ModelInfo
 from proxy.model_loader import load_model
 from tests.core.parsers.parser_models import ParserModelDirs, ParserModels
+from tests.model_cache import cached
 from tests.models import write_model
 
 # pytest caches its assertion-rewritten test modules as bytecode; a machine exporting
@@ -18,9 +19,10 @@ sys.dont_write_bytecode = False
 
 
 @pytest.fixture(scope="session")
-def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("models")
-    return {family: write_model(family, root / family) for family in ("qwen3", "llama3")}
+def model_dirs() -> dict[str, Path]:
+    """The tiny Qwen3 and Llama-3 models, built once and kept across runs (tests/model_cache.py)."""
+    return {family: cached(family, lambda scratch, family=family: write_model(family, scratch / family))
+            for family in ("qwen3", "llama3")}
 
 
 @pytest.fixture(scope="session")
@@ -34,9 +36,9 @@ def llama3(model_dirs: dict[str, Path]) -> ModelInfo:
 
 
 @pytest.fixture(scope="session")
-def parser_model_dirs(model_dirs, tmp_path_factory: pytest.TempPathFactory) -> ParserModelDirs:
+def parser_model_dirs(model_dirs) -> ParserModelDirs:
     """The parser families' tokenizer dirs (tests/core/parsers/parser_models.py), built on first use."""
-    return ParserModelDirs(tmp_path_factory.mktemp("parser-models"), model_dirs)
+    return ParserModelDirs(model_dirs)
 
 
 @pytest.fixture(scope="session")

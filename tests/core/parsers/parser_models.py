@@ -226,18 +226,25 @@ def _builders() -> dict[str, Callable[[Path, dict[str, Path]], Path]]:
 
 
 class ParserModelDirs(Mapping[str, Path]):
-    """Every parser-test tokenizer dir under `root`, each built on first use: a run of one family's
-    tests builds that family's only (building all of them takes seconds a fast loop cannot spare)."""
+    """Every parser-test tokenizer dir, each built on first use (a run of one family's tests builds
+    that family's only), under `root` or, by default, in the cache of built models that outlives
+    the run (tests/model_cache.py)."""
 
-    def __init__(self, root: Path, base: dict[str, Path]) -> None:
-        self.root = root
+    def __init__(self, base: dict[str, Path], root: Path | None = None) -> None:
+        self.root = root  # None: tests/model_cache.py's directory, kept across runs
         self.base = base
         self.build = _builders()
         self.built: dict[str, Path] = {"qwen3": base["qwen3"], "llama3": base["llama3"]}
 
     def __getitem__(self, name: str) -> Path:
         if name not in self.built:
-            self.built[name] = self.build[name](self.root, self.base)  # KeyError for an unknown family
+            build = self.build[name]  # KeyError for an unknown family
+            if self.root is None:
+                from tests.model_cache import cached
+
+                self.built[name] = cached(name, lambda scratch: build(scratch, self.base))
+            else:
+                self.built[name] = build(self.root, self.base)
         return self.built[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -271,5 +278,5 @@ class ParserModels(Mapping[str, ModelInfo]):
 
 def write_parser_models(root: Path, base: dict[str, Path]) -> dict[str, Path]:
     """Every parser-test tokenizer dir under `root`, built now; `base` has the qwen3 and llama3 dirs."""
-    dirs = ParserModelDirs(root, base)
+    dirs = ParserModelDirs(base, root)
     return {name: dirs[name] for name in dirs}
