@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_client import Recorder  # noqa: E402
+from record_deepseek import CALLS, USER  # noqa: E402  (the same conversation as DeepSeek's goldens)
 
 SCRIPT = "tests/oracle/record_kimi_k3_render.py"
 MODEL = "tiny-kimi-k3-render"
@@ -39,10 +40,6 @@ TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
 STRICT = {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 TOOLS = [WEATHER, TIME]
-USER = [{"role": "user", "content": "What is the weather in Hangzhou?"}]
-CALLS = [{"id": "call_1", "type": "function", "function": {"name": "get_weather",
-                                                           "arguments": '{"city": "杭州", "unit": "c"}'}},
-         {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "Asia/Shanghai"}'}}]
 HISTORY = [{"role": "system", "content": "You are helpful."}, *USER,
            {"role": "assistant", "content": "Checking.", "reasoning": "Need tools.", "tool_calls": CALLS},
            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
