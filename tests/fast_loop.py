@@ -1,5 +1,5 @@
-"""The fast loop (`pytest -m "not slow"`): the same tests, fewer cases, so that it runs in about two
-minutes on 2 cores; CI runs everything (no `-m`).
+"""The fast loop (`pytest -m "not slow" -n 2`): the same tests, fewer cases, so that it runs in under
+two minutes on 2 cores; CI runs everything (no `-m`).
 
 Two rules, applied at collection only when the run selects `not slow`:
 * a parametrized test with many cases (recorded fixtures, parser families) keeps its first case and a
