@@ -381,3 +381,20 @@ def _safe_right(text: str, stop: int, end: int) -> int:
             return k
         k = text.find(" ", k + 1)
     return end
+
+
+_UNSUPPORTED = object()  # cached: the pipeline was checked and is not one the fast encoder takes
+
+
+def cached_encoder(tokenizer: Any, *, specials_as_text: bool = False) -> FastEncoder | None:
+    """The FastEncoder of a `core.tokenizer.Tokenizer`, built once and kept on it (None when its
+    pipeline is not supported): of its backend, or with `specials_as_text` of its `text_backend`
+    (special added tokens read as text)."""
+    attribute = "_fast_encoder_specials_as_text" if specials_as_text else "_fast_encoder"
+    encoder = getattr(tokenizer, attribute, None)
+    if encoder is None:
+        backend = tokenizer.text_backend if specials_as_text else tokenizer.backend
+        built = FastEncoder.build(backend, specials_as_text=specials_as_text)
+        encoder = _UNSUPPORTED if built is None else built
+        setattr(tokenizer, attribute, encoder)
+    return None if encoder is _UNSUPPORTED else encoder

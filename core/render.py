@@ -19,7 +19,7 @@ from typing import Any
 
 from core.chat_template import build_conversation, developer_to_system, load_template, render, select_template
 from core.errors import RequestError, bad_request, model_not_found
-from core.fast_encode import FastEncoder
+from core.fast_encode import FastEncoder, cached_encoder
 from core.model import ModelInfo
 from core.parsers.base import ParserContext, ReasoningParser, ToolParser
 from core.protocol.chat import ChatCompletionNamedToolChoiceParam, ChatCompletionRequest, has_non_text
@@ -183,17 +183,9 @@ def request_size(request: Any) -> int:
     return size
 
 
-_NO_FAST = object()
-
-
 def fast_encoder(tokenizer: Tokenizer) -> FastEncoder | None:
     """The tokenizer's FastEncoder, built once (None when its pipeline is not supported)."""
-    encoder = getattr(tokenizer, "_render_fast_encoder", None)
-    if encoder is None:
-        built = FastEncoder.build(tokenizer.backend)
-        encoder = _NO_FAST if built is None else built
-        tokenizer._render_fast_encoder = encoder  # type: ignore[attr-defined]
-    return None if encoder is _NO_FAST else encoder
+    return cached_encoder(tokenizer)
 
 
 def special_affixes(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:

@@ -3,6 +3,10 @@ attribute they set, or the sample stopped being stable, the fast loop would sile
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -29,7 +33,12 @@ def test_a_hypothesis_test_runs_a_quarter_of_its_examples() -> None:
 def test_the_sample_is_the_same_on_every_run_and_keeps_the_first_case() -> None:
     ids = [f"tests/x.py::test_y[case{i}]" for i in range(200)]
     kept = [i for i in ids if fast_loop.in_sample(i)]
-    assert kept == [i for i in ids if fast_loop.in_sample(i)]
+    # another process with another string-hash seed picks the same cases (no `hash()` in the sample)
+    script = ("import sys; from tests import fast_loop; "
+              "print(sum(1 << n for n in range(200) if fast_loop.in_sample(f'tests/x.py::test_y[case{n}]')))")
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert int(other.stdout) == sum(1 << n for n, i in enumerate(ids) if i in kept)
     assert 200 // fast_loop.SAMPLE_ONE_IN // 2 < len(kept) < 200 // fast_loop.SAMPLE_ONE_IN * 2
 
     class Item(SimpleNamespace):

@@ -43,7 +43,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from core.fast_encode import FastEncoder
+from core.fast_encode import FastEncoder, cached_encoder
 from core.protocol.common import VLLMValidationError
 
 OPEN, CLOSE, SEP, END_OF_MSG = "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"
@@ -332,19 +332,11 @@ def split_runs(text: str) -> Iterator[str]:
         yield chunk[cut:]
 
 
-_NO_FAST = object()
-
-
 def text_encoder(tokenizer: Any) -> FastEncoder | None:
     """The fast encoder (core/fast_encode.py) of `Tokenizer.text_backend`, built once per tokenizer
     (None when its pipeline is not one the fast encoder takes): its word and segment caches make
     the messages a conversation re-sends each turn cheap."""
-    encoder = getattr(tokenizer, "_kimi_k3_text_encoder", None)
-    if encoder is None:
-        built = FastEncoder.build(tokenizer.text_backend, specials_as_text=True)
-        encoder = _NO_FAST if built is None else built
-        tokenizer._kimi_k3_text_encoder = encoder
-    return None if encoder is _NO_FAST else encoder
+    return cached_encoder(tokenizer, specials_as_text=True)
 
 
 def encode_segments(tokenizer: Any, segs: list[Segment]) -> list[int]:
