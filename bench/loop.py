@@ -83,9 +83,20 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far, to the nanosecond: the sum of its threads' run time
+    (/proc/PID/task/*/schedstat). /proc/PID/stat counts in clock ticks (10 ms): a concurrency-1
+    round of ~0.1 s of proxy CPU would be off by up to 10%. Threads that ended are not counted;
+    the proxy's threads (event loop, its thread pool) live for the whole run."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    if total:
+        return total / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 async def wait_up(url: str, timeout: float = 60) -> None:
@@ -266,20 +277,26 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
         rows = []
         for level in args.levels:
             total = max(level * per_level, min_requests)
-            # alternate direct and proxied rounds so all see the same background load
-            rounds = 3
+            # alternate direct and proxied rounds so all see the same background load, and rotate
+            # their order each round: in a fixed order one run always follows the direct run (an
+            # idle proxy) and another always runs last, a bias as large as the 10% compared
+            rounds = args.rounds
             d_parts: list[dict] = []
             engine_cpu = 0.0
             parts: dict[str, list[dict]] = {name: [] for name, _, _ in apis}
             cpu = {name: 0.0 for name, _, _ in apis}
             # the proxy's own first-token time, over each API's rounds
             hist: dict[str, dict[float, float]] = {name: {} for name, _, _ in apis}
-            for _ in range(rounds):
-                e0 = cpu_seconds(engine.pid)
-                d_parts.append(await run_level(engine_url + "/inference/v1/generate", direct_body, level,
-                                               max(total // rounds, level)))
-                engine_cpu += cpu_seconds(engine.pid) - e0
-                for name, path, body in apis:
+            runs = [None, *apis]  # None: the direct run
+            for r in range(rounds):
+                for run in runs[r % len(runs):] + runs[:r % len(runs)]:
+                    if run is None:
+                        e0 = cpu_seconds(engine.pid)
+                        d_parts.append(await run_level(engine_url + "/inference/v1/generate", direct_body, level,
+                                                       max(total // rounds, level)))
+                        engine_cpu += cpu_seconds(engine.pid) - e0
+                        continue
+                    name, path, body = run
                     cpu0, h0 = cpu_seconds(proxy.pid), await overhead_buckets(proxy_url)
                     parts[name].append(await run_level(proxy_url + path, body, level, max(total // rounds, level)))
                     cpu[name] += cpu_seconds(proxy.pid) - cpu0
@@ -307,18 +324,18 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
-    return table(rows, token_delay_ms, per_level, min_requests)
+    return table(rows, token_delay_ms, per_level, min_requests, args.rounds)
 
 
-def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int) -> str:
+def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int, rounds: int) -> str:
     pace = ("zero token delay: the engine streams as fast as it can, so every level saturates the CPUs"
             if not token_delay_ms else f"{token_delay_ms:g} ms per token, like a real engine's decode")
     lines = [
         f"## Engine at {pace}",
         "",
         f"{rows[0][2][0][1]['tokens'] // max(rows[0][2][0][1]['requests'], 1)} engine tokens per request; "
-        f"{per_level} requests per unit of concurrency (at least {min_requests}) per API, in 3 rounds "
-        "alternating direct, chat completions, responses and messages; "
+        f"{per_level} requests per unit of concurrency (at least {min_requests}) per API, in {rounds} rounds "
+        "of the direct, chat completions, responses and messages runs, their order rotated each round; "
         f"load average before the run {os.getloadavg()[0]:.1f}.",
         "",
         "| concurrency | API | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) "
@@ -381,8 +398,8 @@ def header(pin: bool) -> str:
         "",
         "TTFT = time to the first SSE event (chat: the role chunk; responses: `response.created`; messages: "
         "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the same percentile. "
-        "tokens/s = engine tokens delivered per wall second. Proxy CPU is the proxy process's user+system "
-        "time (/proc) over the proxied run; tokens per proxy CPU-second is the per-core throughput of the loop. "
+        "tokens/s = engine tokens delivered per wall second. Proxy CPU is the proxy process's CPU time over the "
+        "proxied run (its threads' run time in /proc/PID/task/*/schedstat, in nanoseconds); tokens per proxy CPU-second is the per-core throughput of the loop. "
         "The engine's CPU per request in the direct run is shown for scale: it parses nothing and only "
         "writes one SSE event per token, so it bounds what any Python process pays per streamed event.",
         "",
@@ -411,7 +428,7 @@ def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
            "--levels", *map(str, args.levels), "--requests-per-level", str(args.requests_per_level),
            "--paced-delay-ms", str(args.paced_delay_ms),
            "--paced-requests-per-level", str(args.paced_requests_per_level),
-           "--paced-min-requests", str(args.paced_min_requests),
+           "--paced-min-requests", str(args.paced_min_requests), "--rounds", str(args.rounds),
            "--pin" if args.pin else "--no-pin", "--out", str(out)]
     subprocess.run(cmd, check=True)
     return out.read_text()
@@ -426,7 +443,9 @@ def main() -> int:
     parser.add_argument("--paced-requests-per-level", type=int, default=6)
     # at concurrency 1 a level has few requests: the added-TTFT p50s of the four runs need this many
     # each to be compared within 10% (a paced request streams for seconds)
-    parser.add_argument("--paced-min-requests", type=int, default=30)
+    parser.add_argument("--paced-min-requests", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="each level's requests in this many rounds of every run, the order rotated each round")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                         help="the proxy alone on the last CPU, the engine and the client on the others")
     parser.add_argument("--section", choices=["all", "zero", "paced"], default="all",
