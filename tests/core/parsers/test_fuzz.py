@@ -22,9 +22,6 @@ one documented in core/parsers/README.md):
   for an absent content;
 * phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
-* olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
-* ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
-* hunyuan_a13b: an output cut off in its reasoning, END in the reasoning only, `<think>` after text;
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 * Kimi K3: text the non-streaming rule drops or keeps by looking ahead (text before a later
@@ -118,21 +115,11 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         reason = gemma4_start(case)
         if reason:
             return reason
-    if case["reasoning_parser"] == "ernie45":
-        reason = ernie45_stream(case["text"])
-        if reason:
-            return reason
-    if case["reasoning_parser"] == "hunyuan_a13b":
-        reason = hunyuan_stream(case["text"])
-        if reason:
-            return reason
     if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
             and "<mm:think>" in text and not text.startswith("<mm:think>")):
         return "minimax_m3 thinking on: a <mm:think> after text"
     if case["family"] == "kimi_k3" and k3_lookahead(case):
         return "Kimi K3: text the non-streaming rule drops by looking ahead"
-    if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
-        return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
     if (case["tool_parser"] == "olmo3" and w["reasoning"] == g["reasoning"] and w["content"] is None
             and w["tool_calls"] and g["tool_calls"] == w["tool_calls"] and "<function_calls>" in text):
         return "olmo3: text before the <function_calls> block"
@@ -190,37 +177,6 @@ def k2_horizon_stream(case: dict[str, Any], w: dict[str, Any], g: dict[str, Any]
     if (case["tool_parser"] == "k2_horizon" and g["tool_calls"] and not w["tool_calls"]
             and w["reasoning"] == g["reasoning"]):
         return "k2_horizon: a group that failed after a call went out"
-    return None
-
-
-def ernie45_stream(text: str) -> str | None:
-    """ernie45: where the stream sends what vLLM's answer later narrows (core/parsers/README.md)."""
-    if text.find("<think>") > 0:
-        return "ernie45: a <think> after text"
-    if "</think>" not in text:
-        return None
-    content = text.split("</think>", 1)[1]
-    start = content.find("<response>")
-    if start == -1:
-        return None
-    if "</response>" not in content[start:]:
-        return "ernie45: a <response> never closed"
-    if content[:start].strip():
-        return "ernie45: text before <response>"
-    return None
-
-
-def hunyuan_stream(text: str) -> str | None:
-    """hunyuan_a13b: where the stream sends what vLLM's answer reads otherwise (core/parsers/README.md)."""
-    think, rs, end = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
-    if text.startswith(think):
-        at = text.find(rs, len(think))
-        if at == -1:
-            return "hunyuan_a13b: cut off in its reasoning"
-        if end in text[:at + len(rs)] and end not in text[at + len(rs):]:
-            return "hunyuan_a13b: END in the reasoning only"
-    elif end not in text and think in text and rs in text[text.find(think):]:
-        return "hunyuan_a13b: <think> after text"
     return None
 
 

@@ -76,6 +76,50 @@ def _dsml_unwrapped_for_another_call(case: dict[str, Any], theirs: dict[str, Any
     return True
 
 
+def _ernie45_stream_rule(case: dict[str, Any]) -> bool:
+    """ernie45: a shape whose non-streaming rule takes back what vLLM's own stream sent."""
+    text = case["text"]
+    if case["reasoning_parser"] != "ernie45":
+        return False
+    if text.find("<think>") > 0:
+        return True  # a <think> after text: vLLM drops what precedes it
+    content = text.removeprefix("<think>").partition("</think>")[2]
+    start = content.find("<response>")
+    if start == -1:
+        return False
+    closed = "</response>" in content[start:]
+    # text before a closed <response> (vLLM narrows to it), or one never closed (vLLM keeps the tag)
+    return bool(content[:start].strip()) == closed
+
+
+def _hunyuan_stream_rule(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """hunyuan_a13b: a shape vLLM's non-streaming rule reads otherwise than its own stream sends."""
+    think, rs, end = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
+    text = case["text"]
+    if case["reasoning_parser"] == "hunyuan_a13b":
+        if text.startswith(think):
+            at = text.find(rs, len(think))
+            if at == -1:
+                return True  # cut off in its reasoning: vLLM's answer is all content
+            if end in text[:at + len(rs)] and end not in text[at + len(rs):]:
+                return True  # END in the reasoning only: vLLM's content is the text before it
+        elif end not in text and think in text and rs in text[text.find(think):]:
+            return True  # a <think>\n ... RS after other text: vLLM drops the text before
+    # a <tool_calls> block inside <think>...</think> (vLLM skips it), the reasoning alike
+    return (case["tool_parser"] == "hunyuan_a13b" and theirs["message"]["reasoning"] == ours["message"]["reasoning"]
+            and bool(re.search(r"<think>(?:(?!</think>).)*<tool_calls>.*?</tool_calls>.*?</think>", text, re.DOTALL)))
+
+
+def _olmo3_never_closed(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """olmo3: no `</think>`: vLLM's answer is all content (or calls), its stream sent reasoning; ours
+    is that reasoning."""
+    text = case["text"]
+    return (case["reasoning_parser"] == "olmo3" and "</think>" not in text and bool(text)
+            and theirs["message"]["reasoning"] is None
+            and ours["message"] == {"reasoning": text.removeprefix("<think>") or None, "content": None,
+                                    "tool_calls": []})
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -90,6 +134,11 @@ VLLM_BUGS = {
         lambda case, theirs, ours: _unencodable(theirs),
     "DSML: a wrapper unwrapped (or not) with the schema of an earlier call with the same parameters":
         _dsml_unwrapped_for_another_call,
+    "ernie45: a later <think> drops the text before it, text before <response> narrowed, an unclosed <response> kept":
+        lambda case, theirs, ours: _ernie45_stream_rule(case),
+    "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
+        _hunyuan_stream_rule,
+    "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
 }
 
 
