@@ -115,9 +115,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         reason = gemma4_start(case)
         if reason:
             return reason
-    if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
-            and "<mm:think>" in text and not text.startswith("<mm:think>")):
-        return "minimax_m3 thinking on: a <mm:think> after text"
     if case["family"] == "kimi_k3" and k3_lookahead(case):
         return "Kimi K3: text the non-streaming rule drops by looking ahead"
     if (case["tool_parser"] == "olmo3" and w["reasoning"] == g["reasoning"] and w["content"] is None

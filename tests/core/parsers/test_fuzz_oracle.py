@@ -139,6 +139,10 @@ VLLM_BUGS = {
     "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
         _hunyuan_stream_rule,
     "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
+    "minimax_m3 thinking on: a <mm:think> after text is dropped, that text reasoning, as streamed (vLLM: content)":
+        lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m3"
+                                    and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
+                                    and "<mm:think>" in case["text"] and not case["text"].startswith("<mm:think>")),
 }
 
 
