@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.parsers.fuzz_cases import FAMILIES, make_case
+from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import id_shape, non_streaming_message, prepare_case
 
 ORACLE_PYTHON = Path(os.environ.get("ORACLE_DIR", "/root/vllm-oracle")) / "venv033" / "bin" / "python"
@@ -120,6 +120,20 @@ def _olmo3_never_closed(case: dict[str, Any], theirs: dict[str, Any], ours: dict
                                     "tool_calls": []})
 
 
+def _granite_stream_rule(case: dict[str, Any]) -> bool:
+    """granite: text before the thought-process marker with a response marker after it (vLLM drops
+    the text), or a thought process never answered while the reasoning is returned (vLLM: content)."""
+    text = case["text"]
+    if case["reasoning_parser"] != "granite":
+        return False
+    lead = text.lstrip()
+    after = next((lead[len(m):] for m in GRANITE_THINK if lead.startswith(m)), None)
+    if after is None:
+        return bool(re.search(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", text,
+                              re.DOTALL))
+    return not any(m in after for m in GRANITE_RESPONSE) and case["request"].get("include_reasoning", True)
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -139,6 +153,8 @@ VLLM_BUGS = {
     "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
         _hunyuan_stream_rule,
     "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
+    "granite: text before the thought-process marker kept as content, a thought process never answered reasoning":
+        lambda case, theirs, ours: _granite_stream_rule(case),
     "minimax_m3 thinking on: a <mm:think> after text is dropped, that text reasoning, as streamed (vLLM: content)":
         lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m3"
                                     and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
