@@ -134,6 +134,18 @@ def _granite_stream_rule(case: dict[str, Any]) -> bool:
     return not any(m in after for m in GRANITE_RESPONSE) and case["request"].get("include_reasoning", True)
 
 
+def _k2_horizon_stream_rule(case: dict[str, Any]) -> bool:
+    """k2_horizon: neither the close tag nor <ifm|tool_calls> (vLLM: all content), or a
+    <ifm|tool_calls> before the close tag (vLLM: reasoning up to the close tag)."""
+    from core.parsers.families.k2_horizon import CALLS_OPEN, EFFORT_TAGS
+
+    if case["reasoning_parser"] != "k2_horizon":
+        return False
+    start, end = EFFORT_TAGS[case["chat_template_kwargs"].get("reasoning_effort", "high")]
+    body = case["text"].removeprefix(start)
+    return (end not in body and CALLS_OPEN not in body) or -1 < body.find(CALLS_OPEN) < body.find(end)
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -153,6 +165,8 @@ VLLM_BUGS = {
     "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
         _hunyuan_stream_rule,
     "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
+    "k2_horizon: the first of the close tag and <ifm|tool_calls> ends the reasoning, neither and all is reasoning":
+        lambda case, theirs, ours: _k2_horizon_stream_rule(case),
     "granite: text before the thought-process marker kept as content, a thought process never answered reasoning":
         lambda case, theirs, ours: _granite_stream_rule(case),
     "minimax_m3 thinking on: a <mm:think> after text is dropped, that text reasoning, as streamed (vLLM: content)":
