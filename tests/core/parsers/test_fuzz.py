@@ -15,9 +15,9 @@ one documented in core/parsers/README.md):
 * llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
   the text after the marker);
-* nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
-  with the reasoning (only the end of the output decides it); granite_thinking_parser the same
-  for an absent content;
+* nemotron_v3 with `force_nonempty_content`: a reasoning never closed swapped with the absent or
+  whitespace-only content (only the end of the output decides it); granite_thinking_parser the
+  same for an absent content;
 * phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
@@ -102,12 +102,14 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     w, g = want["message"], got["message"]
     text = case["text"]
     kwargs = case["request"].get("chat_template_kwargs") or {}
-    if (case["reasoning_parser"] in ("nemotron_v3", "granite_thinking_parser")
+    nemotron_open = (case["reasoning_parser"] == "nemotron_v3" and kwargs.get("enable_thinking") is not False
+                     and "</think>" not in text)  # (ours swaps only a reasoning never closed: README)
+    if ((nemotron_open or case["reasoning_parser"] == "granite_thinking_parser")
             and (kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True)
             and not (g["content"] or "").strip() and not (w["reasoning"] or "").strip()):
         # the content was blank: the answer swapped it with the reasoning (which then also went
         # through the tool parser)
-        return f"{case['reasoning_parser']}: a whitespace-only (granite: absent) content swapped with the reasoning"
+        return f"{case['reasoning_parser']}: a reasoning never closed (granite: an absent content) swapped with the content"
     if case["family"] == "gemma4":
         reason = gemma4_start(case)
         if reason:

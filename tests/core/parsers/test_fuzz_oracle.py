@@ -113,11 +113,11 @@ def _hunyuan_stream_rule(case: dict[str, Any], theirs: dict[str, Any], ours: dic
 def _olmo3_never_closed(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
     """olmo3: no `</think>`: vLLM's answer is all content (or calls), its stream sent reasoning; ours
     is that reasoning."""
-    text = case["text"]
+    text, mine = case["text"], ours["message"]
+    # (ours: that text as reasoning, or nothing when the reasoning is not returned; no content, no calls)
     return (case["reasoning_parser"] == "olmo3" and "</think>" not in text and bool(text)
-            and theirs["message"]["reasoning"] is None
-            and ours["message"] == {"reasoning": text.removeprefix("<think>") or None, "content": None,
-                                    "tool_calls": []})
+            and theirs["message"]["reasoning"] is None and mine["reasoning"] in (text.removeprefix("<think>") or None, None)
+            and not mine["content"] and not mine["tool_calls"])
 
 
 def _granite_stream_rule(case: dict[str, Any]) -> bool:
@@ -146,6 +146,16 @@ def _k2_horizon_stream_rule(case: dict[str, Any]) -> bool:
     return (end not in body and CALLS_OPEN not in body) or -1 < body.find(CALLS_OPEN) < body.find(end)
 
 
+def _nemotron_swap_after_close(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """nemotron_v3 (thinking off or force_nonempty_content): vLLM swaps a blank content with the
+    reasoning after a closed reasoning, or with thinking off; ours, as both streams, does not."""
+    kwargs = case["request"].get("chat_template_kwargs") or {}
+    off = kwargs.get("enable_thinking") is False
+    return (case["reasoning_parser"] == "nemotron_v3" and (off or kwargs.get("force_nonempty_content") is True)
+            and (off or "</think>" in case["text"]) and not (ours["message"]["content"] or "").strip()
+            and not (theirs["message"]["reasoning"] or "").strip())
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -165,6 +175,8 @@ VLLM_BUGS = {
     "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
         _hunyuan_stream_rule,
     "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
+    "nemotron_v3: a blank content after a closed reasoning (or thinking off) is not swapped, as streamed":
+        _nemotron_swap_after_close,
     "k2_horizon: the first of the close tag and <ifm|tool_calls> ends the reasoning, neither and all is reasoning":
         lambda case, theirs, ours: _k2_horizon_stream_rule(case),
     "granite: text before the thought-process marker kept as content, a thought process never answered reasoning":
