@@ -20,6 +20,7 @@ import pytest
 from core.model import ModelInfo
 from proxy.app import create_app
 from proxy.config import ServerConfig
+from tests.core.parsers import test_k2_horizon
 from tests.models import served_as
 from tests.proxy.golden_derender import derender_per_token, derender_whole
 
@@ -28,8 +29,7 @@ GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / 
 PROMPT = "<|ifm|im_start|>user\nhi<|ifm|im_end|>\n<|ifm|im_start|>assistant\n<ifm|think>\n"
 FLAGS = {"reasoning_parser": "k2_horizon", "tool_call_parser": "k2_horizon", "enable_auto_tool_choice": True}
 # the documented stream differences (the non-streaming answer is still checked)
-STREAM_DIFFERS = ("plain", "other_effort_end", "truncated_reasoning", "call_then_end", "junk_in_group",
-                  "bad_call_after_good", "truncated_after_call", "fast_with_high_tags", "faster_open_only")
+STREAM_DIFFERS = ("junk_in_group", "bad_call_after_good", "truncated_after_call")
 CASES = [r for r in GOLDEN["records"] if r["case"]["reasoning_parser"] and r["case"]["tool_parser"]
          and not r["case"]["name"].startswith("special_tokens")]
 TOOLS = CASES[0]["case"]["request"]["tools"]
@@ -50,14 +50,17 @@ async def test_derender_equals_vllm_and_streams_to_it(aiohttp_client, model, rec
                **({"chat_template_kwargs": kwargs} if kwargs else {})}
     eos = model.tokenizer.token_to_id("<|ifm|im_end|>")
     message, finish = await derender_whole(client, prompt, request, record, eos)
-    assert (message, finish) == (record["message"], record["finish_reason"])
+    want, want_finish = record["message"], record["finish_reason"]
+    if test_k2_horizon.vllm_bug(case):  # ours deliberately differs (README): the stream below must send it
+        assert message != want
+        want, want_finish = message, finish
+    assert (message, finish) == (want, want_finish)
     named_two = case["name"].startswith("two_calls") and isinstance(case["request"].get("tool_choice"), dict)
     if case["name"].startswith(STREAM_DIFFERS) or named_two:
         return
     streamed, last = await derender_per_token(client, prompt, request, record, eos)
-    expected = dict(record["message"], content=record["message"]["content"] or None,
-                    reasoning=record["message"]["reasoning"] or None)
-    assert (streamed, last) == (expected, record["finish_reason"])
+    expected = dict(want, content=want["content"] or None, reasoning=want["reasoning"] or None)
+    assert (streamed, last) == (expected, want_finish)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -3,8 +3,9 @@ derender route.
 
 The engine's token ids of tests/core/parsers/golden_frontier/{olmo3,longcat}.json (vLLM 0.33's
 answers, tests/oracle/record_olmo3.py / record_longcat.py) go through HTTP with the family's flag
-on the same test tokenizer: the non-streaming message and finish_reason equal vLLM's, and the
-stream, one token per call with the state carried by the client, aggregates to it but for the
+on the same test tokenizer: the non-streaming message and finish_reason equal vLLM's (but for
+olmo3's reasoning never closed, a vLLM bug we do not follow: ours is that text as reasoning), and
+the stream, one token per call with the state carried by the client, aggregates to it but for the
 documented stream differences (tested in tests/core/parsers/test_olmo3.py / test_longcat.py).
 Outputs holding Qwen's special tokens are left out (skip_special_tokens stays on for olmo3).
 """
@@ -25,7 +26,7 @@ GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_
 EOS = 151645  # <|im_end|>
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 # the documented stream differences (the non-streaming answer is still checked)
-STREAM_DIFFERS = {"olmo3": ("unclosed", "plain", "no_tags_multiline", "truncated_reasoning"),
+STREAM_DIFFERS = {"olmo3": (),
                   "longcat": ("second_bad", "truncated_after_call", "truncated_in_call", "no_arguments",
                               "end_in_value")}
 FLAGS = {"olmo3": {"reasoning_parser": "olmo3"},
@@ -52,10 +53,13 @@ async def test_derender_equals_vllm_and_streams_to_it(aiohttp_client, models, fa
     case = record["case"]
     request = {"messages": [{"role": "user", "content": "hi"}], **case["request"]}
     message, finish = await derender_whole(client, prompt, request, record, EOS)
-    assert message == record["message"]
+    want = dict(record["message"])
+    if family == "olmo3" and "</think>" not in case["text"] and case["text"]:  # (README: a vLLM bug)
+        want = {"reasoning": case["text"].removeprefix("<think>") or None, "content": None, "tool_calls": []}
+    assert message == want
     assert finish == record["finish_reason"]
     if case["name"].startswith(STREAM_DIFFERS[family]):
         return
     streamed, last = await derender_per_token(client, prompt, request, record, EOS)
-    assert streamed == dict(record["message"], content=record["message"]["content"] or None)
+    assert streamed == dict(want, content=want["content"] or None)
     assert last == record["finish_reason"]

@@ -32,7 +32,9 @@ PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 FAMILIES = {"step3": ("tiny-step3", STEP3_TOKENS, True), "minimax_m3": ("tiny-minimax-m3", MINIMAX_M3_TOKENS, False)}
 # the documented stream differences (non-streaming still checked)
 STREAM_DIFFERS = {"step3": ("truncated_after_call", "content_call", "ws_content_call", "text_after"),
-                  "minimax_m3": ("text_before_think__both_auto_thinking",)}
+                  "minimax_m3": ()}
+# (core/parsers/README.md, "vLLM 0.33 bugs we do not follow") ours is what the stream sends
+VLLM_BUGS = {"minimax_m3": ("text_before_think__both_auto_thinking",)}
 
 
 def _records(family: str) -> list[dict]:
@@ -83,6 +85,10 @@ async def test_derender_equals_vllm_and_streams_to_it(aiohttp_client, models, fa
     assert resp.status == 200, body
     choice = body["choices"][0]
     want = record["message"]
+    if case["name"].startswith(VLLM_BUGS.get(family, ())):  # the stream below must send ours
+        assert (choice["message"].get("reasoning"), choice["message"]["content"]) != (want["reasoning"],
+                                                                                       want["content"])
+        want = dict(want, reasoning=choice["message"].get("reasoning"), content=choice["message"]["content"])
     assert (choice["message"].get("reasoning"), choice["message"]["content"]) == (want["reasoning"], want["content"])
     assert _calls(choice["message"].get("tool_calls")) == want["tool_calls"]
     assert choice["finish_reason"] == record["finish_reason"]

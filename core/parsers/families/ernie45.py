@@ -4,19 +4,22 @@ vLLM 0.33's legacy parsers.
     abc\\n</think>\\n\\n<response>\\ndef\\n</response>\\n          (an answer)
     abc\\n</think>\\n\\n\\n<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>\\n   (a call)
 
-ernie45 (reasoning), vLLM's non-streaming rule (exact): the output is cut after its first
-`<think>` (the text before it dropped) when it has one; without `</think>` after that the rest is
-reasoning, else the reasoning is the text before the first `</think>` and the content the text
-after it, narrowed to what lies between its first `<response>` and its last `</response>` when
-both are there in that order. `is_reasoning_end`: the last `<think>` / `</think>` of the ids.
+ernie45 (reasoning), vLLM's non-streaming rule: the output is cut after its first `<think>` (the
+text before it dropped) when it has one; without `</think>` after that the rest is reasoning, else
+the reasoning is the text before the first `</think>` and the content the text after it, narrowed
+to what lies between its first `<response>` and its last `</response>` when both are there in that
+order. `is_reasoning_end`: the last `<think>` / `</think>` of the ids. Ours follows it except where
+it takes back what its own stream sent (core/parsers/README.md, "vLLM 0.33 bugs we do not follow"):
+only a `<think>` that opens the output is dropped (a later one is text), and the content is
+narrowed only when it starts with `<response>` after whitespace, to its last `</response>` or, when
+none closes it, to the end.
 
 Reasoning streaming: text before `</think>` is reasoning (a `<think>` that opens the output
 dropped, any later one kept as text, as vLLM's partition keeps it); after it,
 whitespace is held until `<response>` (then dropped) or other text (then sent: the content is
 plain, its tags text); inside the response text streams and each `</response>` holds what follows
-it until another `</response>` (the held text is content then) or the end (dropped). Documented
-differences (core/parsers/README.md): a `<think>` after text or after `</think>`, text before
-`<response>`, and a `<response>` never closed.
+it until another `</response>` (the held text is content then) or the end (dropped): exactly the
+non-streaming answer.
 
 ernie45 (tools), vLLM's non-streaming rule (exact): without `<tool_call>` the output is content.
 Else every match of `<tool_call>\\s*({.*?})\\s*</tool_call>` is a call (JSON, its "name" a string,
@@ -146,16 +149,18 @@ class Ernie45ReasoningParser(DeepSeekR1ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        _, found, after = text.partition(THINK_START)
-        if found:
-            text = after
+        # (deliberately not vLLM's rule where its stream sends otherwise, README "vLLM 0.33 bugs
+        # we do not follow": only a `<think>` that opens the output is dropped, the narrowing
+        # applies only to a `<response>` after nothing but whitespace, and runs to the end when
+        # no `</response>` closes it)
+        text = text.removeprefix(THINK_START)
         if THINK_END not in text:
             return text, None
         reasoning, _, content = text.partition(THINK_END)
-        if content:
-            start, end = content.find(RESPONSE_START), content.rfind(RESPONSE_END)
-            if start != -1 and end != -1 and start < end:
-                content = content[start + len(RESPONSE_START):end]
+        if content.lstrip().startswith(RESPONSE_START):
+            content = content[content.find(RESPONSE_START) + len(RESPONSE_START):]
+            end = content.rfind(RESPONSE_END)
+            content = content[:end] if end != -1 else content
         return reasoning, content or None
 
 

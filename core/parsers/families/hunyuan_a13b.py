@@ -7,22 +7,22 @@
 The markers are text (Hunyuan's vocabulary spells `<think>` in several tokens), so vLLM's
 non-streaming rules read strings.
 
-hunyuan_a13b (reasoning), vLLM's non-streaming rule (exact; RS is `\\n</think>\\n<answer>\\n`,
-END `\\n</answer>`): with END in the output, an output that starts with `<think>\\n` and has an RS
+hunyuan_a13b (reasoning), vLLM's non-streaming rule (RS is `\\n</think>\\n<answer>\\n`, END
+`\\n</answer>`): with END in the output, an output that starts with `<think>\\n` and has an RS
 with an END after it is reasoning up to the first RS and content from there to the next END;
 otherwise the content is the text before the first END, no reasoning. Without END: a `<think>\\n`
 anywhere and an RS after it split the output there (the text before `<think>\\n` dropped), else
 it is all content. Empty parts are None. `is_reasoning_end` is false for a fresh parser (vLLM's is
 its stream's state).
 
-Reasoning streaming: an output starting with `<think>\\n` streams reasoning until RS, then content
-until END; any other output streams content until END. Text after END is dropped. Documented
-differences (core/parsers/README.md): an output cut off in its reasoning (vLLM: all content), an
-END in the reasoning with none after the answer, a `<think>\\n` ... RS after other text with no END.
+Ours, streaming and not (vLLM's rule except where it takes back what its own stream sent:
+core/parsers/README.md, "vLLM 0.33 bugs we do not follow"): an output starting with `<think>\\n` is
+reasoning until RS (all of it without one), then content until END (or the end); any other output
+is content until END. Text after END is dropped.
 
-hunyuan_a13b (tools), vLLM's non-streaming rule (exact): the first `<tool_calls>...</tool_calls>`
-block (not strictly inside a `<think>...</think>` of the text) whose stripped body is JSON is the
-one read; none, and there are no calls. It must be a list of objects with "name" (a string) and
+hunyuan_a13b (tools), vLLM's non-streaming rule: the first `<tool_calls>...</tool_calls>`
+block (vLLM: not strictly inside a `<think>...</think>` of the text; ours reads those too, as the
+stream can only) whose stripped body is JSON is the one read; none, and there are no calls. It must be a list of objects with "name" (a string) and
 "arguments" (an object, re-serialized with `json.dumps(..., ensure_ascii=False)`, or a string
 taken as written; anything else fails) — items without both keys skipped; no item left or a
 failure, and there are no calls. With calls the content is the text before the block (None when
@@ -30,8 +30,7 @@ only whitespace); the text after it is dropped.
 
 Tool streaming: leading whitespace is held (blank content before calls is None), other text streams;
 a block is held until `</tool_calls>`: a body that is not JSON goes out as content, one that is
-JSON decides (its calls out and the rest dropped, or no calls and the rest all content). Documented
-difference: a block inside a `<think>...</think>` of the text the tool parser reads.
+JSON decides (its calls out and the rest dropped, or no calls and the rest all content).
 """
 
 from __future__ import annotations
@@ -51,18 +50,6 @@ END = "\n</answer>"
 CALLS_START, CALLS_END = "<tool_calls>", "</tool_calls>"
 
 
-def _think_regions(text: str) -> list[tuple[int, int]]:
-    """vLLM's `<think>(.*?)</think>` spans, in order, not overlapping."""
-    spans, pos = [], 0
-    while (start := text.find("<think>", pos)) != -1:
-        end = text.find("</think>", start + len("<think>"))
-        if end == -1:
-            break
-        pos = end + len("</think>")
-        spans.append((start, pos))
-    return spans
-
-
 class HunyuanA13BReasoningParser(ReasoningParser):
     name = "hunyuan_a13b"
 
@@ -77,20 +64,19 @@ class HunyuanA13BReasoningParser(ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
+        # (what the stream sends, README "vLLM 0.33 bugs we do not follow": vLLM's rule makes an
+        # output cut off in its reasoning, or with END only in it, content, and splits text at a
+        # later THINK)
+        if text.startswith(THINK):
+            body = text[len(THINK):]
+            rs = body.find(RS)
+            if rs == -1:
+                return body or None, None
+            content = body[rs + len(RS):]
+            stop = content.find(END)
+            return body[:rs] or None, (content[:stop] if stop != -1 else content) or None
         end = text.find(END)
-        if end != -1:
-            if text.startswith(THINK):
-                rs = text.find(RS, len(THINK))
-                if rs != -1:
-                    stop = text.find(END, rs + len(RS))
-                    if stop != -1:
-                        return text[len(THINK):rs] or None, text[rs + len(RS):stop] or None
-            return None, text[:end] or None
-        start = text.find(THINK)
-        rs = text.find(RS, start + len(THINK)) if start != -1 else -1
-        if rs != -1:
-            return text[start + len(THINK):rs] or None, text[rs + len(RS):] or None
-        return None, text
+        return (None, text[:end] or None) if end != -1 else (None, text)
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
         return {"p": self.START, "h": ""}
@@ -168,18 +154,14 @@ class HunyuanA13BToolParser(ToolParser):
 
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        regions = None
+        # (a block inside a `<think>...</think>` of this text is read like any other: README,
+        # "vLLM 0.33 bugs we do not follow")
         pos = 0
         while (start := text.find(CALLS_START, pos)) != -1:
             close = text.find(CALLS_END, start + len(CALLS_START))
             if close == -1:
                 break
-            end = close + len(CALLS_END)
-            pos = end
-            if regions is None:
-                regions = _think_regions(text)
-            if any(start > a and end < b for a, b in regions):
-                continue
+            pos = close + len(CALLS_END)
             ok, body = _loads(text[start + len(CALLS_START):close])
             if not ok:
                 continue

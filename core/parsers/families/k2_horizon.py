@@ -9,14 +9,17 @@ stay in the text vLLM decodes):
 
 vLLM's non-streaming rules (vllm/reasoning/k2_horizon_reasoning_parser.py,
 vllm/tool_parsers/k2_horizon_tool_parser.py), which `parse_complete` / `extract_complete` follow
-exactly:
+exactly but for two reasoning shapes where vLLM's answer takes back what its own stream sent
+(core/parsers/README.md, "vLLM 0.33 bugs we do not follow"):
 
 * reasoning: the think tags are chosen by `reasoning_effort` in the template kwargs: "high"
   (default) `<ifm|think>`, "medium" `<ifm|think_fast>`, "low" `<ifm|think_faster>` (any other
   value: the request is refused). One leading open tag is dropped; then the text before the
   first close tag is reasoning and the rest content; without a close tag, the text before the
-  first `<ifm|tool_calls>` is reasoning and the content starts at that tag; with neither, the
-  reasoning is "" and the whole output is content. `is_reasoning_end`: the newest of the open
+  first `<ifm|tool_calls>` is reasoning and the content starts at that tag; with neither, vLLM's
+  reasoning is "" and the whole output content. Ours: the first of the close tag and
+  `<ifm|tool_calls>` ends the reasoning (vLLM: a close tag anywhere first), and with neither the
+  whole output is reasoning, as both streams send it. `is_reasoning_end`: the newest of the open
   tag, the close tag and `<ifm|tool_calls>` in the ids, when it is not the open tag.
 * tools: the first `<ifm|tool_calls>` up to the first `</ifm|tool_calls>` after it (never
   closed: no calls) must hold only `<ifm|tool_call>BODY</ifm|tool_call>` calls and whitespace;
@@ -39,11 +42,8 @@ Tools: text before the group streams (a partial `<ifm|tool_calls>` held); in the
 body is held until its `</ifm|tool_call>` and the call goes out whole when it parses; until the
 first call goes out the group's text is held too, so a group that fails before it streams the
 non-streaming answer exactly. The state holds one call's text. Where no stream can follow the
-non-streaming rule (core/parsers/README.md): an output that never writes the close tag nor
-`<ifm|tool_calls>` (all content in the answer, streamed as reasoning, as vLLM's own stream
-does), a `<ifm|tool_calls>` before a later close tag (the answer reads it as reasoning), and a
-group that fails after a call went out (the answer has no calls; the stream sends the failing
-part and the rest as content).
+non-streaming rule (core/parsers/README.md): a group that fails after a call went out (the answer
+has no calls; the stream sends the failing part and the rest as content).
 """
 
 from __future__ import annotations
@@ -111,13 +111,14 @@ class K2HorizonReasoningParser(ReasoningParser):
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
         output = text.removeprefix(self.start_tag)
-        if self.end_tag in output:
-            reasoning, _, content = output.partition(self.end_tag)
-            return reasoning, content or None
-        at = output.find(CALLS_OPEN)
-        if at != -1:
-            return output[:at], output[at:]
-        return "", output or None  # (vLLM's reasoning is then "", not None)
+        # the first of the two tags ends the reasoning, neither and it is all reasoning, as streamed
+        # (vLLM: a close tag after <ifm|tool_calls> wins, and neither makes it all content: README)
+        at, tag = find_first(output, self.tags)
+        if tag is None:
+            return output, None
+        if tag == self.end_tag:
+            return output[:at], output[at + len(tag):] or None
+        return output[:at], output[at:]
 
     # -- streaming --------------------------------------------------------------------------
 

@@ -22,7 +22,10 @@ its schema says so; a repeated name collects into a list; text beside elements g
 The reasoning parser is classic and reads text markers: `<mm:think>` opens reasoning (the text
 before it is content), `</mm:think>` closes it; without `thinking_mode: "enabled"` in the
 template kwargs an output starts in content and a leading `</mm:think>` is dropped; with it the
-output starts inside the reasoning (the template opened it).
+output starts inside the reasoning (the template opened it), and a `<mm:think>` before any
+`</mm:think>` is dropped there, the reasoning going on after it (vLLM's answer makes the text before
+it content, which its own stream, as ours, sent as reasoning: core/parsers/README.md, "vLLM 0.33
+bugs we do not follow").
 """
 
 from __future__ import annotations
@@ -210,8 +213,8 @@ class MiniMaxM3ReasoningParser(ReasoningParser):
     for good, as vLLM's answer returns early then), "O" content where a
     `<mm:think>` may still open reasoning, "R" reasoning after `<mm:think>` (a second one is text),
     "C" content for good; with `thinking_mode: "enabled"` the output starts in "I", reasoning the
-    template opened (a `<mm:think>` there starts it again: README). State: the phase and a held
-    partial marker.
+    template opened (a `<mm:think>` there is dropped, the reasoning going on: README). State: the
+    phase and a held partial marker.
     """
 
     name = "minimax_m3"
@@ -284,11 +287,14 @@ class MiniMaxM3ReasoningParser(ReasoningParser):
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
         if not self.thinking and text.startswith(THINK_END):
             return None, text[len(THINK_END):] or None
-        if THINK_START not in text:
-            if not self.thinking:
-                return None, text
+        if self.thinking:  # in the reasoning the template opened: the first marker decides
+            at, tag = find_first(text, (THINK_END, THINK_START), 0)
+            if tag == THINK_START:  # dropped, the reasoning goes on (README: vLLM makes the text before it content)
+                text = text[:at] + text[at + len(THINK_START):]
             reasoning, end, content = text.partition(THINK_END)
             return (text, None) if not end else (reasoning, content or None)
+        if THINK_START not in text:
+            return None, text
         before, _, after = text.partition(THINK_START)
         reasoning, end, rest = after.partition(THINK_END)
         return reasoning, ((before + rest) if end else before) or None

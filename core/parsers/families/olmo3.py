@@ -4,17 +4,17 @@ Olmo3PythonicToolParser.
 Reasoning: `<think>...</think>` written with ordinary vocabulary entries (Olmo 3 has no think
 tokens), read as text.
 
-vLLM's non-streaming rule (`parse_complete`, exact): `^(?:<think>)?(.*?)</think>(.*)$` over the
+vLLM's non-streaming rule (`parse_complete`): `^(?:<think>)?(.*?)</think>(.*)$` over the
 whole output: reasoning is the text before the first `</think>` (one leading `<think>` dropped,
 any other kept as text), content everything after it, markers included; an empty part is None.
-Without a `</think>` the whole output is content (an empty output: content "").
+Without a `</think>` vLLM makes the whole output content; ours makes it reasoning (a leading
+`<think>` dropped), as both vLLM's stream and ours send it (core/parsers/README.md, "vLLM 0.33
+bugs we do not follow"); an empty output stays content "".
 
 Streaming: the output starts in reasoning (a leading `<think>`, even split across chunks, is
 dropped); the text before the first `</think>` streams as reasoning (only a partial `</think>` is
 held), everything after it as content with no further tag handling. State: a phase letter and
-at most seven held characters. An output that never writes `</think>` has streamed as reasoning
-while the non-streaming answer makes it content: only the end tells (core/parsers/README.md,
-"Where streaming cannot equal the non-streaming answer"; vLLM's own stream does the same).
+at most seven held characters.
 
 `is_reasoning_end` is vLLM's check on ids: `</` or `Ġ</` followed by `think`, `>` (each a
 vocabulary entry, looked up at start-up: a tokenizer without them is refused like vLLM's).
@@ -76,8 +76,8 @@ class Olmo3ReasoningParser(ReasoningParser):
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
         match = _SPLIT.match(text)
-        if match is None:
-            return None, text  # (vLLM's: an empty output is content "", not None)
+        if match is None:  # never closed: reasoning, as streamed (vLLM: content; README)
+            return (text.removeprefix(THINK_START) or None, None) if text else (None, text)
         return match["reasoning"] or None, match["content"] or None
 
     # -- streaming --------------------------------------------------------------------------

@@ -10,7 +10,8 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
   `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
   defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
-  reasoning;
+  reasoning (ours only when the reasoning never closed: core/parsers/README.md, "vLLM 0.33 bugs we
+  do not follow");
 * seed_oss: qwen3's grammar and rules unchanged (`enable_thinking: false` passes the output
   through; the reasoning is not stripped) with other wrappers, each one special token:
   `<seed:think>` / `</seed:think>`, `<seed:tool_call>` / `</seed:tool_call>`, and `<seed:bos>` /
@@ -19,8 +20,9 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   parser has no structural-tag model in vLLM, so "required" and a named tool take the generic
   JSON path (`supports_required_and_named`), and "auto" is never constrained.
 
-Streaming follows the non-streaming answer except for that swap, which only the end of the
-output decides (vLLM's stream sends the reasoning, then repeats it as content).
+Streaming follows the non-streaming answer except for that swap when the reasoning never closed,
+which only the end of the output decides (vLLM's stream sends the reasoning, then repeats it as
+content).
 """
 
 from __future__ import annotations
@@ -65,8 +67,16 @@ class NemotronV3ReasoningParser(Qwen3ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        reasoning, content = super().parse_complete(text, token_ids, prompt_token_ids)
-        if self.force_content and (content is None or not content.strip()):
+        if self._passes_through():  # thinking off: never swapped (README; vLLM swaps a blank output)
+            return None, text
+        state = self.start(prompt_token_ids)
+        r1, c1 = self.feed(state, text, token_ids)
+        never_closed = state["e"]["ph"] == Phase.REASONING  # (finish leaves the reasoning phase)
+        r2, c2 = self.finish(state)
+        reasoning, content = (r1 + r2) or None, (c1 + c2) or None
+        # swapped only when the reasoning never closed: after a close vLLM's own stream, as ours,
+        # sent the reasoning and the blank content as they are (README, "vLLM 0.33 bugs we do not follow")
+        if self.force_content and never_closed and (content is None or not content.strip()):
             reasoning, content = content, reasoning
         return reasoning, content
 

@@ -158,23 +158,21 @@ class DeepSeekV3ReasoningParser(DeepSeekR1ReasoningParser):
 
 GRANITE_THINK = ("Here is my thought process:", "Here's my thought process:")
 GRANITE_RESPONSE = ("Here is my response:", "Here's my response:")
-_GRANITE_RE = None
 
 
 class GraniteReasoningParser(ReasoningParser):
     """IBM Granite's text markers: "Here is my thought process:" ... "Here is my response:" ...
 
-    vLLM's non-streaming rule (`parse_complete`, exact): the first thought-process marker
-    followed later by a response marker splits reasoning / content (text before the first
-    marker is dropped); without both markers everything is content. The stream holds the
-    output's leading whitespace and a possible start of the thought-process marker; an output
-    that starts with the marker (after whitespace) streams as reasoning until the response
-    marker, anything else as content. When the reasoning is not returned (`include_reasoning:
-    false`) it is held instead of dropped, so a thought process never answered by a response
-    marker comes out as content like the non-streaming answer. Two cases no bounded stream can
-    follow (core/parsers/README.md): other text before the thought-process marker (vLLM drops it
-    when a response marker comes much later) and, with reasoning returned, a thought process
-    never answered (vLLM then returns it all as content: the reasoning was already sent).
+    vLLM's non-streaming rule: the first thought-process marker followed later by a response
+    marker splits reasoning / content (text before the first marker is dropped); without both
+    markers everything is content. Ours, streaming and not, differs where that rule takes back
+    what vLLM's own stream sent (core/parsers/README.md, "vLLM 0.33 bugs we do not follow"): only
+    an output that starts with the thought-process marker (after whitespace) has reasoning: up to
+    the first response marker, or, with the reasoning returned, all of it when none comes (with
+    `include_reasoning: false` such an output is all content, as vLLM's); any other output is
+    content. The stream holds the output's leading whitespace and a possible start of the
+    thought-process marker, a partial response marker, and, when the reasoning is not returned,
+    the reasoning (it may turn out to be content).
     """
 
     name = "granite"
@@ -235,13 +233,12 @@ class GraniteReasoningParser(ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        import re
-
-        global _GRANITE_RE
-        if _GRANITE_RE is None:
-            _GRANITE_RE = re.compile(r"(?:Here's|Here is) my thought process:(.*?)(?:Here's|Here is) my response:(.*)",
-                                     re.DOTALL)
-        match = _GRANITE_RE.search(text)
-        if match is None:
+        lead = text.lstrip()
+        marker = next((m for m in GRANITE_THINK if lead.startswith(m)), None)
+        if marker is None:  # (vLLM: split at a marker after other text too: README)
             return None, text
-        return match.group(1), match.group(2) or None
+        body = lead[len(marker):]
+        at, response = find_first(body, GRANITE_RESPONSE)
+        if response is None:  # never answered: reasoning, as streamed (vLLM: content; README)
+            return (None, text) if self.hidden else (body, None)
+        return body[:at], body[at + len(response):] or None

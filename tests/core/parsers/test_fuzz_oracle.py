@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.parsers.fuzz_cases import FAMILIES, make_case
+from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import id_shape, non_streaming_message, prepare_case
 
 ORACLE_PYTHON = Path(os.environ.get("ORACLE_DIR", "/root/vllm-oracle")) / "venv033" / "bin" / "python"
@@ -76,6 +76,86 @@ def _dsml_unwrapped_for_another_call(case: dict[str, Any], theirs: dict[str, Any
     return True
 
 
+def _ernie45_stream_rule(case: dict[str, Any]) -> bool:
+    """ernie45: a shape whose non-streaming rule takes back what vLLM's own stream sent."""
+    text = case["text"]
+    if case["reasoning_parser"] != "ernie45":
+        return False
+    if text.find("<think>") > 0:
+        return True  # a <think> after text: vLLM drops what precedes it
+    content = text.removeprefix("<think>").partition("</think>")[2]
+    start = content.find("<response>")
+    if start == -1:
+        return False
+    closed = "</response>" in content[start:]
+    # text before a closed <response> (vLLM narrows to it), or one never closed (vLLM keeps the tag)
+    return bool(content[:start].strip()) == closed
+
+
+def _hunyuan_stream_rule(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """hunyuan_a13b: a shape vLLM's non-streaming rule reads otherwise than its own stream sends."""
+    think, rs, end = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
+    text = case["text"]
+    if case["reasoning_parser"] == "hunyuan_a13b":
+        if text.startswith(think):
+            at = text.find(rs, len(think))
+            if at == -1:
+                return True  # cut off in its reasoning: vLLM's answer is all content
+            if end in text[:at + len(rs)] and end not in text[at + len(rs):]:
+                return True  # END in the reasoning only: vLLM's content is the text before it
+        elif end not in text and think in text and rs in text[text.find(think):]:
+            return True  # a <think>\n ... RS after other text: vLLM drops the text before
+    # a <tool_calls> block inside <think>...</think> (vLLM skips it), the reasoning alike
+    return (case["tool_parser"] == "hunyuan_a13b" and theirs["message"]["reasoning"] == ours["message"]["reasoning"]
+            and bool(re.search(r"<think>(?:(?!</think>).)*<tool_calls>.*?</tool_calls>.*?</think>", text, re.DOTALL)))
+
+
+def _olmo3_never_closed(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """olmo3: no `</think>`: vLLM's answer is all content (or calls), its stream sent reasoning; ours
+    is that reasoning."""
+    text, mine = case["text"], ours["message"]
+    # (ours: that text as reasoning, or nothing when the reasoning is not returned; no content, no calls)
+    return (case["reasoning_parser"] == "olmo3" and "</think>" not in text and bool(text)
+            and theirs["message"]["reasoning"] is None and mine["reasoning"] in (text.removeprefix("<think>") or None, None)
+            and not mine["content"] and not mine["tool_calls"])
+
+
+def _granite_stream_rule(case: dict[str, Any]) -> bool:
+    """granite: text before the thought-process marker with a response marker after it (vLLM drops
+    the text), or a thought process never answered while the reasoning is returned (vLLM: content)."""
+    text = case["text"]
+    if case["reasoning_parser"] != "granite":
+        return False
+    lead = text.lstrip()
+    after = next((lead[len(m):] for m in GRANITE_THINK if lead.startswith(m)), None)
+    if after is None:
+        return bool(re.search(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", text,
+                              re.DOTALL))
+    return not any(m in after for m in GRANITE_RESPONSE) and case["request"].get("include_reasoning", True)
+
+
+def _k2_horizon_stream_rule(case: dict[str, Any]) -> bool:
+    """k2_horizon: neither the close tag nor <ifm|tool_calls> (vLLM: all content), or a
+    <ifm|tool_calls> before the close tag (vLLM: reasoning up to the close tag)."""
+    from core.parsers.families.k2_horizon import CALLS_OPEN, EFFORT_TAGS
+
+    if case["reasoning_parser"] != "k2_horizon":
+        return False
+    start, end = EFFORT_TAGS[case["chat_template_kwargs"].get("reasoning_effort", "high")]
+    body = case["text"].removeprefix(start)
+    return (end not in body and CALLS_OPEN not in body) or -1 < body.find(CALLS_OPEN) < body.find(end)
+
+
+def _nemotron_swap_after_close(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """nemotron_v3 (thinking off or force_nonempty_content): vLLM swaps a blank content with the
+    reasoning after a closed reasoning, or with thinking off; ours, as both streams, does not."""
+    kwargs = case["request"].get("chat_template_kwargs") or {}
+    off = kwargs.get("enable_thinking") is False
+    return (case["reasoning_parser"] == "nemotron_v3" and (off or kwargs.get("force_nonempty_content") is True)
+            and (off or "</think>" in case["text"]) and not (ours["message"]["content"] or "").strip()
+            and not (theirs["message"]["reasoning"] or "").strip())
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -90,6 +170,21 @@ VLLM_BUGS = {
         lambda case, theirs, ours: _unencodable(theirs),
     "DSML: a wrapper unwrapped (or not) with the schema of an earlier call with the same parameters":
         _dsml_unwrapped_for_another_call,
+    "ernie45: a later <think> drops the text before it, text before <response> narrowed, an unclosed <response> kept":
+        lambda case, theirs, ours: _ernie45_stream_rule(case),
+    "hunyuan_a13b: cut off in its reasoning, END in it only, a later <think>\\n, a block inside <think>":
+        _hunyuan_stream_rule,
+    "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
+    "nemotron_v3: a blank content after a closed reasoning (or thinking off) is not swapped, as streamed":
+        _nemotron_swap_after_close,
+    "k2_horizon: the first of the close tag and <ifm|tool_calls> ends the reasoning, neither and all is reasoning":
+        lambda case, theirs, ours: _k2_horizon_stream_rule(case),
+    "granite: text before the thought-process marker kept as content, a thought process never answered reasoning":
+        lambda case, theirs, ours: _granite_stream_rule(case),
+    "minimax_m3 thinking on: a <mm:think> after text is dropped, that text reasoning, as streamed (vLLM: content)":
+        lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m3"
+                                    and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
+                                    and "<mm:think>" in case["text"] and not case["text"].startswith("<mm:think>")),
 }
 
 

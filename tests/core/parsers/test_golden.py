@@ -33,8 +33,6 @@ STREAM_CANNOT_MATCH = {
     "<parameter=city>\nP": MALFORMED, "<arg_value>Par": MALFORMED,
     "<parameter=city>\na\n</parameter>\n<parameter=city>": MALFORMED + " (a repeated key)",
     "  Hi \n<tool_call>get_weather": "leading whitespace of content before calls",
-    "pre Here is my thought": "granite: text before the thought-process marker",
-    "process: unanswered": "granite: a thought process never answered, reasoning returned",
 }
 
 
@@ -43,6 +41,8 @@ STREAM_CANNOT_MATCH = {
 VLLM_BUGS = {  # (reasoning parser, text marker): the bug
     ("deepseek_r1", "abc<think>def</think>"): "deepseek_r1 drops the text before a <think> that is not at the start",
     ("deepseek_r1", "<|endoftext|><think>r</think>"): "deepseek_r1 drops the text before a late <think>",
+    ("granite", "pre Here is my thought"): "granite drops the text before a thought-process marker",
+    ("granite", "process: unanswered"): "granite makes a thought process never answered content",
 }
 
 
