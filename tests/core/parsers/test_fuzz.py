@@ -10,8 +10,6 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* the engine families (minimax_m2 too) and step3 strip the content when calls are found: its leading whitespace was sent
-  before the call appeared;
 * llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
   the text after the marker);
@@ -49,9 +47,6 @@ from hypothesis import strategies as st
 from tests.core.parsers.fuzz_cases import FAMILIES, GRANITE_RESPONSE, GRANITE_THINK, make_case
 from tests.core.parsers.helpers import non_streaming_message, prepare_case, streamed_message
 
-# the families that strip the content when calls are found (step3: the classic Step 3 parser too)
-ENGINE_TOOLS = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "kimi_k2", "mistral", "step3p5", "seed_oss",
-                "minimax_m2", "gemma4", "step3"}
 CHUNKINGS = ("one", "token", "token+empty", "random")
 GRANITE_SPLIT = re.compile(r"(?:Here's|Here is) my thought process:.*?(?:Here's|Here is) my response:", re.DOTALL)
 
@@ -151,10 +146,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
             and all(_json_or_none(a["arguments"]) == _json_or_none(b["arguments"]) is not None
                     for a, b in zip(w["tool_calls"], g["tool_calls"], strict=True))):
         return "a parameter name written twice (the stream sends both; the JSON keeps the last)"
-    if (case["tool_parser"] in ENGINE_TOOLS and same_calls and (w["tool_calls"] or not keeps_calls(case))
-            and g["content"] and g["content"].lstrip() == (w["content"] or "") and g["content"] != w["content"]):
-        # (when the request keeps no calls the family still found them and stripped the content)
-        return "leading whitespace of content before calls"
     if (case["tool_parser"] in ("llama3_json", "llama4_json") and same_calls and w["tool_calls"]
             and w["content"] is None and g["content"] == text[:text.find("{")]):
         return "prose before the first llama3_json call"

@@ -1,0 +1,68 @@
+"""Regressions of issue 14's look-ahead classes that are closed: the non-streaming answer follows
+what the stream sends (a deliberate difference from vLLM 0.33, core/parsers/README.md, "vLLM 0.33
+bugs we do not follow"), or the stream holds text until what follows decides.
+
+Each case is a minimal output through its family's real test tokenizer: the non-streaming answer
+is the one written here, and a stream one token per chunk and in one chunk aggregates to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.core.parsers import gemma4_cases, minimax_cases, step3_cases
+from tests.core.parsers.helpers import chunk_texts, make_parser, stream
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+QWEN_XML = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+SEED_XML = ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n"
+            "</seed:tool_call>")
+GLM = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+MISTRAL = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
+MINIMAX = minimax_cases.block(minimax_cases.invoke("get_weather", {"city": "Paris"}))
+GEMMA4 = f"<|tool_call>call:get_weather{{city:{gemma4_cases.Q}Paris{gemma4_cases.Q}}}<tool_call|>"
+STEP3 = step3_cases.block(step3_cases.call("get_weather", {"city": "Paris"}))
+PARIS = [("get_weather", '{"city": "Paris"}')]
+
+# (id, tokenizer, reasoning parser, tool parser, output, reasoning, content, calls (name, arguments))
+CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[tuple[str, str]]]] = [
+    # the leading whitespace of the content before calls: kept (vLLM's answer strips it)
+    ("qwen3_xml", "qwen3", "qwen3", "qwen3_xml", f"<think>r</think>\n\nHi \n{QWEN_XML}", "r", "\n\nHi", PARIS),
+    ("qwen3_coder no reasoning", "qwen3", None, "qwen3_coder", f"  Hi\n{QWEN_XML}", None, "  Hi", PARIS),
+    ("nemotron_v3", "qwen3", "nemotron_v3", "qwen3_coder", f"r</think>\n\nHi \n{QWEN_XML}", "r", "\n\nHi", PARIS),
+    ("step3p5", "qwen3", "step3p5", "step3p5", f"r</think>\n\nHi \n{QWEN_XML}", "r", "\n\nHi", PARIS),
+    ("glm45", "qwen3", "glm45", "glm45", f"<think>r</think>\n Hi\n{GLM}", "r", "\n Hi", PARIS),
+    ("mistral v13", "mistral13", "mistral", "mistral", f"[THINK]r[/THINK]\n\nHi \n{MISTRAL}", "r", "\n\nHi", PARIS),
+    ("seed_oss", "seed_oss", "seed_oss", "seed_oss", f"<seed:think>r</seed:think>\n\nHi \n{SEED_XML}", "r",
+     "\n\nHi", PARIS),
+    ("minimax_m2", "minimax", "minimax_m2", "minimax_m2", f"r</think>\n\nHi\n{MINIMAX}", "r", "\n\nHi", PARIS),
+    ("gemma4", "gemma4", None, "gemma4", f"\n\nHi \n{GEMMA4}", None, "\n\nHi", PARIS),
+    ("step3 text before", "step3", "step3", "step3", f"r</think>\n\nHi \n{STEP3} ", "r", "\n\nHi", PARIS),
+    # (Step 3: the text after the block is content too; the whole is right-stripped)
+    ("step3 text after", "step3", "step3", "step3", f"r</think>\n\n{STEP3}\n Done. ", "r", "\n\n\n Done.", PARIS),
+    ("step3 whitespace only", "step3", "step3", "step3", f"r</think>\n\n{STEP3}\n ", "r", None, PARIS),
+]
+
+
+def _answer(parser: Any, model: Any, ids: list[int]) -> tuple[str | None, str | None, list[tuple[str, str]]]:
+    reasoning, content, calls = parser.parse_complete(model.tokenizer.decode(ids), ids, None)
+    return reasoning, content, [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+
+
+@pytest.mark.parametrize(("tokenizer", "reasoning", "tool", "text", "want_reasoning", "want_content", "want_calls"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_stream_sends_the_non_streaming_answer(parser_models, tokenizer, reasoning, tool, text,
+                                                   want_reasoning, want_content, want_calls):
+    model = parser_models[tokenizer]
+    request = {"tools": TOOLS}
+    ids = model.tokenizer.encode(text)
+    assert model.tokenizer.decode(ids) == text
+    answer = _answer(make_parser(model, reasoning, tool, request), model, ids)
+    assert answer == (want_reasoning, want_content, want_calls)
+    for cuts in (list(range(1, len(ids))), []):
+        agg = stream(make_parser(model, reasoning, tool, request), chunk_texts(model, ids, cuts), None)
+        assert (agg["reasoning"] or None, agg["content"] or None,
+                [(c["name"], c["arguments"]) for c in agg["tool_calls"]]) == answer
