@@ -10,7 +10,6 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
   the text after the marker);
 * granite: text before the thought-process marker, and a thought process never answered while
@@ -146,9 +145,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
             and all(_json_or_none(a["arguments"]) == _json_or_none(b["arguments"]) is not None
                     for a, b in zip(w["tool_calls"], g["tool_calls"], strict=True))):
         return "a parameter name written twice (the stream sends both; the JSON keeps the last)"
-    if (case["tool_parser"] in ("llama3_json", "llama4_json") and same_calls and w["tool_calls"]
-            and w["content"] is None and g["content"] == text[:text.find("{")]):
-        return "prose before the first llama3_json call"
     if (case["tool_parser"] == "phi4_mini_json" and same_calls and w["content"] is None
             and g["content"] == text[:text.find("functools[")]):
         return "text before the phi4_mini_json block"

@@ -92,6 +92,19 @@ def _leading_whitespace_kept(case: dict[str, Any], theirs: dict[str, Any], ours:
             and o["content"].lstrip() == t["content"])
 
 
+def _llama_prose_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """llama3_json: vLLM has no content beside the calls it found (kept or not); ours is the prose
+    the output starts with, up to its first `{` (an output not starting with `<|python_tag|>`, `{`
+    or `[`)."""
+    if case["tool_parser"] not in ("llama3_json", "llama4_json"):
+        return False
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    return (theirs["finish_reason"] == ours["finish_reason"] and "{" in text and not t["content"]
+            and (t["reasoning"], t["tool_calls"]) == (o["reasoning"], o["tool_calls"])
+            and not text.lstrip(" \t\n\r").startswith(("<|python_tag|>", "{", "["))
+            and bool(o["content"]) and o["content"] == text[:text.find("{")])
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -108,6 +121,8 @@ VLLM_BUGS = {
         _dsml_unwrapped_for_another_call,
     "the content before calls keeps its leading whitespace (vLLM strips it; both streams send it)":
         _leading_whitespace_kept,
+    "llama3_json: the prose before the first call is the content (vLLM drops it; both streams send it)":
+        _llama_prose_kept,
 }
 
 

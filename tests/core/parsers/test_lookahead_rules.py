@@ -25,6 +25,7 @@ MISTRAL = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
 MINIMAX = minimax_cases.block(minimax_cases.invoke("get_weather", {"city": "Paris"}))
 GEMMA4 = f"<|tool_call>call:get_weather{{city:{gemma4_cases.Q}Paris{gemma4_cases.Q}}}<tool_call|>"
 STEP3 = step3_cases.block(step3_cases.call("get_weather", {"city": "Paris"}))
+LLAMA = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
 PARIS = [("get_weather", '{"city": "Paris"}')]
 
 # (id, tokenizer, reasoning parser, tool parser, output, reasoning, content, calls (name, arguments))
@@ -44,6 +45,10 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     # (Step 3: the text after the block is content too; the whole is right-stripped)
     ("step3 text after", "step3", "step3", "step3", f"r</think>\n\n{STEP3}\n Done. ", "r", "\n\n\n Done.", PARIS),
     ("step3 whitespace only", "step3", "step3", "step3", f"r</think>\n\n{STEP3}\n ", "r", None, PARIS),
+    # llama3_json: the prose before the first call is the content (vLLM's answer drops it)
+    ("llama3_json prose", "llama3", None, "llama3_json", f'Sure! {LLAMA} and {LLAMA}', None, "Sure! ", PARIS * 2),
+    ("llama4_json prose", "llama3", None, "llama4_json", f"Let me check.\n{LLAMA}", None, "Let me check.\n", PARIS),
+    ("llama3_json calls first", "llama3", None, "llama3_json", f" {LLAMA} text", None, None, PARIS),
 ]
 
 

@@ -26,10 +26,16 @@ REPLAYED_ELSEWHERE = {"tiny-deepseek-v32", "tiny-deepseek-v4", "tiny-deepseek-v4
 # malformed outputs whose non-streaming answer no stream can give (see test_golden.STREAM_CANNOT_MATCH)
 STREAM_CANNOT_MATCH = {"invalid_json", "missing_name", "truncated_in_arguments", "truncated_after_name",
                        "truncated_unclosed_call_stop", "invalid_python", "truncated_length",
-                       # llama3_json: prose before the object; vLLM's stream gives it as content too
-                       "parsers_llama3_json:content_before_call",
                        # granite: a thought-process marker never answered by a response marker
                        "parsers_granite:only_thought"}
+
+
+# outputs where our answer deliberately differs from vLLM's (a vLLM bug, core/parsers/README.md,
+# "vLLM 0.33 bugs we do not follow"): the content we answer instead of vLLM's
+VLLM_BUGS = {
+    # llama3_json: the prose before the first call is kept (vLLM drops it; both streams send it)
+    "parsers_llama3_json:content_before_call": "Sure, let me check. ",
+}
 
 
 def _flag(command: str, name: str) -> str | None:
@@ -84,6 +90,9 @@ def test_derender_message_equals_vllm(case, parser_models):
     text = model.tokenizer.decode(ids, skip_special_tokens=False)
     reasoning, content, calls = parser.parse_complete(text, ids, prompt)
     message = expected["message"]
+    if case["id"] in VLLM_BUGS:
+        assert content != message["content"]
+        message = {**message, "content": VLLM_BUGS[case["id"]]}
     assert reasoning == message["reasoning"]
     assert content == message["content"]
     want = [(id_shape(c["id"]), c["function"]["name"], c["function"]["arguments"])
@@ -98,6 +107,8 @@ def test_stream_aggregate_equals_vllm_message(case, parser_models):
         pytest.skip("malformed output: vLLM's non-streaming rule looks ahead")
     model, parser, ids, prompt, choice = _setup(case, parser_models)
     message = case["response"]["choices"][0]["message"]
+    if case["id"] in VLLM_BUGS:
+        message = {**message, "content": VLLM_BUGS[case["id"]]}
     for cuts in (list(range(len(ids))), list(range(0, len(ids), 5))):
         agg = stream(parser, chunk_texts(model, ids, cuts), prompt or [])
         assert agg["reasoning"] == (message["reasoning"] or "")
