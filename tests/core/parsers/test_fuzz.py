@@ -17,7 +17,6 @@ one documented in core/parsers/README.md):
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
   with the reasoning (only the end of the output decides it); granite_thinking_parser the same
   for an absent content;
-* phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
 * ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
@@ -145,9 +144,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
             and all(_json_or_none(a["arguments"]) == _json_or_none(b["arguments"]) is not None
                     for a, b in zip(w["tool_calls"], g["tool_calls"], strict=True))):
         return "a parameter name written twice (the stream sends both; the JSON keeps the last)"
-    if (case["tool_parser"] == "phi4_mini_json" and same_calls and w["content"] is None
-            and g["content"] == text[:text.find("functools[")]):
-        return "text before the phi4_mini_json block"
     if (case["tokenizer"] == "mistral3" and same_calls and not w["tool_calls"] and "[TOOL_CALLS]" in text
             and g["content"] == text.split("[TOOL_CALLS]")[0] + (w["content"] or "")):
         return "text before [TOOL_CALLS] without a valid call"

@@ -49,6 +49,8 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     ("llama3_json prose", "llama3", None, "llama3_json", f'Sure! {LLAMA} and {LLAMA}', None, "Sure! ", PARIS * 2),
     ("llama4_json prose", "llama3", None, "llama4_json", f"Let me check.\n{LLAMA}", None, "Let me check.\n", PARIS),
     ("llama3_json calls first", "llama3", None, "llama3_json", f" {LLAMA} text", None, None, PARIS),
+    # phi4_mini_json: the text before the block is the content (vLLM's answer drops it)
+    ("phi4_mini_json", "qwen3", None, "phi4_mini_json", f"Sure. functools[{LLAMA}] done", None, "Sure. ", PARIS),
 ]
 
 
