@@ -10,8 +10,6 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
-  the text after the marker);
 * granite: text before the thought-process marker, and a thought process never answered while
   the reasoning is returned;
 * nemotron_v3 with thinking off or `force_nonempty_content`: a whitespace-only content swapped
@@ -144,9 +142,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
             and all(_json_or_none(a["arguments"]) == _json_or_none(b["arguments"]) is not None
                     for a, b in zip(w["tool_calls"], g["tool_calls"], strict=True))):
         return "a parameter name written twice (the stream sends both; the JSON keeps the last)"
-    if (case["tokenizer"] == "mistral3" and same_calls and not w["tool_calls"] and "[TOOL_CALLS]" in text
-            and g["content"] == text.split("[TOOL_CALLS]")[0] + (w["content"] or "")):
-        return "text before [TOOL_CALLS] without a valid call"
     if case["family"] == "granite" and same_calls:
         lead = text.lstrip()
         if not any(lead.startswith(m) for m in GRANITE_THINK) and GRANITE_SPLIT.search(text):

@@ -51,6 +51,12 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     ("llama3_json calls first", "llama3", None, "llama3_json", f" {LLAMA} text", None, None, PARIS),
     # phi4_mini_json: the text before the block is the content (vLLM's answer drops it)
     ("phi4_mini_json", "qwen3", None, "phi4_mini_json", f"Sure. functools[{LLAMA}] done", None, "Sure. ", PARIS),
+    # mistral pre-v11: the text before [TOOL_CALLS] stays when no valid call follows (vLLM drops it)
+    ("mistral pre-v11", "mistral3", None, "mistral", 'Let me see. [TOOL_CALLS] [{"nam": 1}] ', None,
+     'Let me see. [{"nam": 1}]', []),
+    ("mistral pre-v11 call", "mistral3", None, "mistral",
+     'Let me see. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', None, "Let me see. ",
+     PARIS),
 ]
 
 
