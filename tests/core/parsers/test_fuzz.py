@@ -124,9 +124,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         return "Kimi K3: text the non-streaming rule drops by looking ahead"
     if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
         return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
-    if (case["tool_parser"] == "olmo3" and w["reasoning"] == g["reasoning"] and w["content"] is None
-            and w["tool_calls"] and g["tool_calls"] == w["tool_calls"] and "<function_calls>" in text):
-        return "olmo3: text before the <function_calls> block"
     if case["family"] == "k2_horizon":
         reason = k2_horizon_stream(case, w, g)
         if reason:

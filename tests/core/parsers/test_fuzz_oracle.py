@@ -125,6 +125,22 @@ def _mistral_text_before_marker_kept(case: dict[str, Any], theirs: dict[str, Any
             and o["content"] == before + (t["content"] or ""))
 
 
+def _olmo3_stream_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """olmo3 tools: ours keeps as content what both streams send as content, the text before a
+    block of calls, or a call list without the tags with a line that is no call by itself."""
+    from core.parsers.families.olmo3 import call_line
+
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    if case["tool_parser"] != "olmo3" or t["reasoning"] != o["reasoning"] or t["content"]:
+        return False
+    if case["reasoning_parser"] and "</think>" in text:
+        text = text.split("</think>", 1)[1]  # (what the tool parser reads)
+    if re.search("<function_calls>.*?</function_calls>", text, re.DOTALL):
+        return (theirs["finish_reason"] == ours["finish_reason"] and t["tool_calls"] == o["tool_calls"]
+                and bool(o["content"]) and o["content"] == text[:text.find("<function_calls>")])
+    return not o["tool_calls"] and o["content"] == text and not all(call_line(line) for line in text.splitlines())
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -147,6 +163,8 @@ VLLM_BUGS = {
         _phi4_text_before_kept,
     "mistral pre-v11: the text before [TOOL_CALLS] stays when no valid call follows (vLLM keeps the rest)":
         _mistral_text_before_marker_kept,
+    "olmo3 tools: the text before a block of calls, a call list without tags with a line no call by itself":
+        _olmo3_stream_kept,
 }
 
 

@@ -25,6 +25,7 @@ MISTRAL = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
 MINIMAX = minimax_cases.block(minimax_cases.invoke("get_weather", {"city": "Paris"}))
 GEMMA4 = f"<|tool_call>call:get_weather{{city:{gemma4_cases.Q}Paris{gemma4_cases.Q}}}<tool_call|>"
 STEP3 = step3_cases.block(step3_cases.call("get_weather", {"city": "Paris"}))
+OLMO = 'get_weather(city="Paris")'
 LLAMA = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
 PARIS = [("get_weather", '{"city": "Paris"}')]
 
@@ -54,6 +55,13 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     # mistral pre-v11: the text before [TOOL_CALLS] stays when no valid call follows (vLLM drops it)
     ("mistral pre-v11", "mistral3", None, "mistral", 'Let me see. [TOOL_CALLS] [{"nam": 1}] ', None,
      'Let me see. [{"nam": 1}]', []),
+    # olmo3 tools: the text before a block of calls is the content (vLLM's answer drops it); a call
+    # list without the tags whose call spans lines is content (vLLM's answer joins the lines)
+    ("olmo3 text before block", "olmo3", "olmo3", "olmo3",
+     f'r</think>Sure.\n<function_calls>\n{OLMO}\n</function_calls>\nbye', "r", "Sure.\n", PARIS),
+    ("olmo3 call spanning lines", "olmo3", None, "olmo3", 'get_weather(city="Paris"\n)', None,
+     'get_weather(city="Paris"\n)', []),
+    ("olmo3 call list", "olmo3", None, "olmo3", f"\n{OLMO}\n{OLMO}\n", None, None, PARIS * 2),
     ("mistral pre-v11 call", "mistral3", None, "mistral",
      'Let me see. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', None, "Let me see. ",
      PARIS),
