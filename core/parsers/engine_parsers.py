@@ -23,7 +23,10 @@ The tool side is vLLM's `ParserEngineToolAdapter` + `ParserEngine._events_to_del
 * behind a classic reasoning parser (vLLM's composition is then not engine-based) an output
   without a call is the content as written: from the first markup the engine reads or drops on,
   the raw text is held (`rx`, at most MAX_RAW_HOLD characters) with the engine's content
-  (`rc`) until a call is certain (then the engine's content goes out) or the output ends.
+  (`rc`) until a call is certain (then the engine's content goes out) or the output ends. Past
+  MAX_RAW_HOLD the engine's content goes out, and the non-streaming answer is that content too
+  (vLLM's keeps the raw text, though its own stream sends the engine's content for any length:
+  README, "vLLM 0.33 bugs we do not follow").
 """
 
 from __future__ import annotations
@@ -367,8 +370,7 @@ class EngineToolParser(ToolParser):
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         state = self.start()
-        state["ns"] = True
-        state["rx"] = None  # (the pipeline keeps the content as written itself)
+        state["ns"] = True  # (the raw text is held as the stream holds it: the same content)
         content, deltas = self.feed(state, text, token_ids)
         tail, more = self.finish(state)
         content = (content + tail) or None

@@ -141,6 +141,20 @@ def _olmo3_stream_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[
     return not o["tool_calls"] and o["content"] == text and not all(call_line(line) for line in text.splitlines())
 
 
+def _classic_composition_past_hold(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """An engine tool parser behind a classic reasoning parser, no call: vLLM keeps the content as
+    written; ours, past the stream's hold bound, is the engine's content."""
+    from core.parsers.engine_parsers import MAX_RAW_HOLD
+    from core.parsers.registry import get_reasoning_parser, get_tool_parser
+
+    reasoning, tool = case["reasoning_parser"], case["tool_parser"]
+    if not (reasoning and tool) or get_reasoning_parser(reasoning).engine_based or not get_tool_parser(tool).engine_based:
+        return False
+    t, o = theirs["message"], ours["message"]
+    return (not t["tool_calls"] and not o["tool_calls"] and t["reasoning"] == o["reasoning"]
+            and len(t["content"] or "") > MAX_RAW_HOLD and o["content"] != t["content"])
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -165,6 +179,8 @@ VLLM_BUGS = {
         _mistral_text_before_marker_kept,
     "olmo3 tools: the text before a block of calls, a call list without tags with a line no call by itself":
         _olmo3_stream_kept,
+    "classic composition, no call, past 4096 characters from the first markup: the engine's content":
+        _classic_composition_past_hold,
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from core.parsers.engine_parsers import MAX_RAW_HOLD
 from tests.core.parsers import gemma4_cases, minimax_cases, step3_cases
 from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 
@@ -87,3 +88,22 @@ def test_the_stream_sends_the_non_streaming_answer(parser_models, tokenizer, rea
         agg = stream(make_parser(model, reasoning, tool, request), chunk_texts(model, ids, cuts), None)
         assert (agg["reasoning"] or None, agg["content"] or None,
                 [(c["name"], c["arguments"]) for c in agg["tool_calls"]]) == answer
+
+
+@pytest.mark.parametrize(("words", "content"), [(10, "Hi <tool_call>" + "word " * 10), (1000, "Hi ")],
+                         ids=["held", "past the hold bound"])
+def test_classic_composition_without_a_call(parser_models, words, content):
+    """An engine tool parser behind a classic reasoning parser, no call: the text as written (vLLM's
+    answer) while the stream can hold it; past MAX_RAW_HOLD characters from the first markup, the
+    engine's content (markup and the text the engine drops removed), which the stream had to send
+    (vLLM's answer keeps the text as written)."""
+    model = parser_models["qwen3"]
+    text = "<think>r</think>Hi <tool_call>" + "word " * words
+    assert (len(text) - len("<think>r</think>Hi ") > MAX_RAW_HOLD) == (words == 1000)
+    ids = model.tokenizer.encode(text)
+    request = {"tools": TOOLS}
+    answer = _answer(make_parser(model, "deepseek_r1", "qwen3_xml", request), model, ids)
+    assert answer == ("r", content, [])
+    for cuts in (list(range(1, len(ids))), []):
+        agg = stream(make_parser(model, "deepseek_r1", "qwen3_xml", request), chunk_texts(model, ids, cuts), None)
+        assert (agg["reasoning"] or None, agg["content"] or None, agg["tool_calls"]) == answer
