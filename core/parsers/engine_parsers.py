@@ -8,7 +8,9 @@ The tool side is vLLM's `ParserEngineToolAdapter` + `ParserEngine._events_to_del
 `_build_extracted_result`, turned into a stream whose deltas add up to the non-streaming answer:
 
 * content before the first tool event is content; its trailing whitespace is held (the answer
-  is stripped when calls are found), and all of it while it is only whitespace;
+  is right-stripped when calls are found), and all of it while it is only whitespace; its
+  leading whitespace goes out with the first other character, and the non-streaming answer
+  keeps it too (vLLM's strips it, though its own stream sends it: a vLLM bug we do not follow);
 * text after the first tool event is dropped once a call's name went out, else held (it is
   content only if no call is found at all: a call to an unknown tool, markup without a name);
 * a call's header goes out as soon as its name is final and the call is certain to be in the
@@ -21,7 +23,10 @@ The tool side is vLLM's `ParserEngineToolAdapter` + `ParserEngine._events_to_del
 * behind a classic reasoning parser (vLLM's composition is then not engine-based) an output
   without a call is the content as written: from the first markup the engine reads or drops on,
   the raw text is held (`rx`, at most MAX_RAW_HOLD characters) with the engine's content
-  (`rc`) until a call is certain (then the engine's content goes out) or the output ends.
+  (`rc`) until a call is certain (then the engine's content goes out) or the output ends. Past
+  MAX_RAW_HOLD the engine's content goes out, and the non-streaming answer is that content too
+  (vLLM's keeps the raw text, though its own stream sends the engine's content for any length:
+  README, "vLLM 0.33 bugs we do not follow").
 """
 
 from __future__ import annotations
@@ -365,8 +370,7 @@ class EngineToolParser(ToolParser):
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         state = self.start()
-        state["ns"] = True
-        state["rx"] = None  # (the pipeline keeps the content as written itself)
+        state["ns"] = True  # (the raw text is held as the stream holds it: the same content)
         content, deltas = self.feed(state, text, token_ids)
         tail, more = self.finish(state)
         content = (content + tail) or None
@@ -450,8 +454,8 @@ class EngineToolParser(ToolParser):
 
     def _final_content(self, state: EngineToolState) -> str:
         """What of the content is still to be sent: held whitespace and deferred text, by
-        vLLM's rules (the content is stripped when calls are found; blank content is dropped
-        when a call started); in the classic composition without a call, the text as written."""
+        vLLM's rules (the content is right-stripped when calls are found, see `_content_text`;
+        blank content is dropped when a call started); in the classic composition without a call, the text as written."""
         grammar = self.grammar
         deferred = "" if state["sent"] else state["d"]
         rest = state["cw"] + deferred
@@ -467,7 +471,9 @@ class EngineToolParser(ToolParser):
                 return ""
             if state["called"]:
                 if grammar.strip_content_whitespace_with_tools:
-                    return rest.strip()
+                    # (vLLM strips both ends; its own stream, as ours, sent the leading whitespace
+                    # with the first other character: README, "vLLM 0.33 bugs we do not follow")
+                    return rest.rstrip() if rest.strip() else ""
                 if grammar.drop_whitespace_only_content_before_tools and not rest.strip():
                     return ""
             return rest

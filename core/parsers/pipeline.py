@@ -422,4 +422,8 @@ class ChatOutputParser:
             return [], None
         if self.engine_based:
             return None, rest or None
+        if self.tools.engine_based and content:
+            # classic composition: the text as written (`rest` too), or past the stream's hold
+            # bound the engine's content (core/parsers/engine_parsers.py, MAX_RAW_HOLD)
+            return None, rest
         return None, content

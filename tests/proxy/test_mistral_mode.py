@@ -21,6 +21,7 @@ Our model directories are built at test time from mistral-common's own tokenizer
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
@@ -54,9 +55,16 @@ STREAMS = [c for c in OTHERS if "stream" in c]
 # (test_oracle_fixtures.STREAM_CANNOT_MATCH); their streams are checked chunk by chunk only, and
 # an invalid JSON list, whose call header went out before the JSON broke, ends as tool_calls
 # (pre-v11 tokenizers only: from v11 the parser engine's streams give the whole answer)
-STREAM_CANNOT_MATCH = {"truncated_length", "derender_tool_calls_token_kept"}
+STREAM_CANNOT_MATCH = {"truncated_length"}
 PRE_V11 = {"mistral-tekken", "mistral-tekken-reasoning", "mistral-sp"}
 STREAM_FINISH_DIFFERS = {"invalid_json"}
+# pre-v11 outputs where our answer deliberately differs from vLLM's (core/parsers/README.md, "vLLM
+# 0.33 bugs we do not follow"): the text before `[TOOL_CALLS]` when no valid call follows stays in
+# front of the text after it (`x[TOOL_CALLS]y`: vLLM answers `y`, both streams send the `x`; the
+# SentencePiece tokenizer decodes the first piece with its space): (server, case) -> our content
+VLLM_BUGS = {("mistral-tekken", "derender_tool_calls_token_kept"): "xy",
+             ("mistral-tekken-reasoning", "derender_tool_calls_token_kept"): "xy",
+             ("mistral-sp", "derender_tool_calls_token_kept"): " xy"}
 
 
 def write_tiny_mistral(path: Path) -> Path:
@@ -106,6 +114,18 @@ def _scrub_id(body):
     return body
 
 
+def _ours(case: dict) -> dict:
+    """The recorded case with our content where we deliberately differ from vLLM (VLLM_BUGS)."""
+    content = VLLM_BUGS.get((case["server"], case["name"]))
+    if content is None:
+        return case
+    case = copy.deepcopy(case)
+    message = case["response"]["choices"][0]["message"]
+    assert message["content"] != content
+    message["content"] = content
+    return case
+
+
 @pytest.mark.parametrize("case", RENDER, ids=ids(RENDER))
 async def test_render_matches_vllm(case, client):
     resp = await (await client(case["server"])).post(case["path"], json=case["request"])
@@ -116,7 +136,7 @@ async def test_render_matches_vllm(case, client):
 
 @pytest.mark.parametrize("case", NONSTREAM, ids=ids(NONSTREAM))
 async def test_answer_equals_vllm(case, client):
-    await check_nonstream(await client(case["server"]), case)
+    await check_nonstream(await client(case["server"]), _ours(case))
 
 
 @pytest.mark.parametrize("case", STREAMS, ids=ids(STREAMS))
@@ -124,5 +144,5 @@ async def test_stream_aggregates_to_the_nonstream_answer(case, client):
     base_name = case["name"].rsplit("__stream_", 1)[0]
     if base_name in STREAM_FINISH_DIFFERS:
         pytest.skip("malformed output: vLLM's non-streaming rule looks ahead")
-    await check_stream(await client(case["server"]), case, BY_NAME[(case["server"], base_name)],
+    await check_stream(await client(case["server"]), case, _ours(BY_NAME[(case["server"], base_name)]),
                        compare_message=not (case["server"] in PRE_V11 and base_name in STREAM_CANNOT_MATCH))

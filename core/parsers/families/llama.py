@@ -1,9 +1,12 @@
 """llama3_json / llama4_json: `[<|python_tag|>]{"name": .., "parameters"|"arguments": {..}}[; {...}]`.
 
-vLLM's non-streaming rule (`extract_complete`, exact): every `{` that is not inside an object
+vLLM's non-streaming rule (`extract_complete`): every `{` that is not inside an object
 already read starts a JSON object (`raw_decode`); each needs "name" and "arguments" (else
 "parameters"); any failure means no calls and the whole text as content; with calls, content
-is null and text between objects is ignored.
+is null and text between objects is ignored. One deliberate difference: an output that starts
+as prose (not `<|python_tag|>`, `{` or `[` after whitespace) keeps that prose, the text before
+its first `{`, as the content beside the calls (vLLM drops it, though both its stream and ours
+send it: README, "vLLM 0.33 bugs we do not follow").
 
 Streaming: an output that starts (after whitespace, held back) with `<|python_tag|>`, `{` or
 `[` is in calls mode: each object is read by the incremental JSON scanner and its arguments
@@ -11,8 +14,7 @@ stream re-serialized; if the first object breaks before its name was sent, the o
 back to plain content (as vLLM does); a later break stops the tool stream. An output that
 starts as prose streams as content, but each `{` in it is held with what follows until the
 object is complete: a call is then sent whole (and calls mode begins), anything else (not
-JSON, not a call) makes the rest plain content, as in the non-streaming answer. The prose
-already sent before a call stays sent (the non-streaming answer drops it: README).
+JSON, not a call) makes the rest plain content, as in the non-streaming answer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,19 @@ from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_structur
 BOT = "<|python_tag|>"
 _WS = " \t\n\r"
 _DECODER = json.JSONDecoder()
+
+
+def _starts_calls(rest: str) -> bool:
+    """An output that starts (after whitespace) this way is read as calls from its start."""
+    return rest.startswith(BOT) or rest.startswith("{") or rest.startswith("[")
+
+
+def prose_before_calls(text: str) -> str | None:
+    """The content beside calls: the prose an output starts with, up to its first `{` (what the
+    stream sent before the first call appeared), or None for an output that starts as calls."""
+    if _starts_calls(text.lstrip(_WS)):
+        return None
+    return text[:text.find("{")] or None
 
 
 class Llama3JsonToolParser(ToolParser):
@@ -69,7 +84,7 @@ class Llama3JsonToolParser(ToolParser):
                     return None, text
             start = text.find("{", start + 1)
         if calls:
-            return calls, None
+            return calls, prose_before_calls(text)
         return None, text
 
     # -- streaming --------------------------------------------------------------------------
@@ -107,7 +122,7 @@ class Llama3JsonToolParser(ToolParser):
                 state["h"] = held
                 return
             state["h"] = ""
-            if rest.startswith(BOT) or rest.startswith("{") or rest.startswith("["):
+            if _starts_calls(rest):
                 state["ph"] = self.BETWEEN  # "[" too: a forced list of calls is still objects to find
                 state["raw"] = held
                 text = rest[len(BOT):] if rest.startswith(BOT) else rest

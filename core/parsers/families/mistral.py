@@ -255,7 +255,8 @@ class MistralToolParser(EngineToolParser):
         return self._legacy_extract(text)
 
     def _legacy_extract(self, text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-        """vLLM's `_legacy_extract_tool_calls` (non-streaming, exact)."""
+        """vLLM's `_legacy_extract_tool_calls` (non-streaming), but for the text before
+        `[TOOL_CALLS]` when no valid call follows: kept in front of the body (vLLM drops it)."""
         # the legacy reader's content is returned as it is ("" included) under tool_choice "none"
         if self.ctx.tool_choice == "none" and self.ctx.tools:
             return None, text
@@ -277,7 +278,9 @@ class MistralToolParser(EngineToolParser):
                 parsed = None
         calls = _pre_v11_calls(parsed)
         if not calls:
-            return None, body
+            # vLLM's content is then the body alone; the text before the marker, which the
+            # stream sent before the marker appeared, stays (README, "vLLM 0.33 bugs we do not follow")
+            return None, body if content is None else content + body
         return calls, content if content and content.strip() else None
 
     # pre-v11 ------------------------------------------------------------------------------

@@ -20,21 +20,22 @@ at most seven held characters.
 vocabulary entry, looked up at start-up: a tokenizer without them is refused like vLLM's).
 
 Tools: newline-separated pythonic calls, `<function_calls>\nf(a=1)\ng(b="x")\n</function_calls>`.
-vLLM's non-streaming rule (`extract_complete`, exact): the inside of the first
-`<function_calls>` ... `</function_calls>` (stripped), else the whole output, has its non-blank
-lines stripped and joined with ", " into `[...]`, which must pass the pythonic rule (vLLM's loose
-call-list pattern, then a list of calls whose keyword arguments are literals; `null` / `true` /
-`false` too): the calls, and no content (the text around the block is dropped); otherwise no call
-and the output is content as written.
+vLLM's non-streaming rule (`extract_complete`): the inside of the first `<function_calls>` ...
+`</function_calls>` (stripped), else the whole output, has its non-blank lines stripped and
+joined with ", " into `[...]`, which must pass the pythonic rule (vLLM's loose call-list pattern,
+then a list of calls whose keyword arguments are literals; `null` / `true` / `false` too): the
+calls, and no content (the text around the block is dropped); otherwise no call and the output is
+content as written. Two deliberate differences, where vLLM's answer drops or reads otherwise what
+both streams sent as content (core/parsers/README.md, "vLLM 0.33 bugs we do not follow"): the
+text before a block of calls is the content beside them, and a call list without the tags is
+calls only if each of its non-blank lines is a call (or calls) by itself, a name and `(` first.
 
 Streaming: an output whose lines all read as calls so far (a call list without the tags) is held
 and answered whole at its end by the rule above; the first line that is not a call releases it
 as content. Then `<function_calls>` opens a block, held until `</function_calls>` and answered by
 the same rule: its calls go out whole and the rest of the output is dropped, or, when it is no
 call list, its text and the rest are content. The state holds that list or block (vLLM reads it
-whole). Text before the block went out before the block was seen: the non-streaming answer drops
-it (core/parsers/README.md); a call list without the tags whose calls span lines may be released
-as content where the joined lines still parse.
+whole).
 """
 
 from __future__ import annotations
@@ -124,6 +125,13 @@ def joined_calls(body: str) -> list[dict[str, Any]] | None:
     return call_list("[" + ", ".join(line.strip() for line in body.splitlines() if line.strip()) + "]")
 
 
+def call_line(line: str) -> bool:
+    """A line of a call list without the tags: blank, or a call (or calls) by itself, a (dotted)
+    name and `(` first (the stream releases the output as content at the first other line)."""
+    line = line.strip()
+    return not line or (_CALL_HEAD.match(line) is not None and calls_of("[" + line + "]") is not None)
+
+
 class Olmo3ToolParser(ToolParser):
     name = "olmo3"
 
@@ -137,7 +145,11 @@ class Olmo3ToolParser(ToolParser):
     def extract_complete(self, text: str, token_ids: Sequence[int]
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         match = _BLOCK.search(text)
-        calls = joined_calls(match.group(1).strip() if match else text)
+        if match is not None:
+            calls = joined_calls(match.group(1).strip())
+            # the text before the block went out before the block appeared: it is the content
+            return (calls, text[:match.start()] or None) if calls is not None else (None, text)
+        calls = joined_calls(text) if all(call_line(line) for line in text.splitlines()) else None
         return (calls, None) if calls is not None else (None, text)
 
     def start(self) -> State:
@@ -166,8 +178,7 @@ class Olmo3ToolParser(ToolParser):
         state["raw"] += text
         raw = state["raw"]
         for end in _LINE_END.finditer(raw, scanned):
-            line = raw[state["ln"]:end.start()].strip()
-            if line and calls_of("[" + line + "]") is None:
+            if not call_line(raw[state["ln"]:end.start()]):
                 return self._release(state)
             state.update(ln=end.end(), hd=False)
         if not state["hd"]:

@@ -8,11 +8,10 @@ inside a string or a nested list ends it too) is read as the JSON list `[` + bod
 element must be an object with a string "name" and an "arguments" key (else "parameters"; its
 value, any JSON, re-serialized with `json.dumps(..., ensure_ascii=False)`); otherwise the whole
 output is the content. A body that is not valid JSON still counts as a tool call with no calls.
-When the block parses, the content is None: the text before and after it is dropped.
-
-vLLM's stream sends nothing at all for this parser; ours streams the answer (json_block.py): the
-text before the block goes out before the block is seen, so it is in the stream and not in the
-non-streaming answer (core/parsers/README.md, "Where streaming cannot equal ...").
+When the block parses, vLLM's content is None (the text before and after it dropped); ours is
+the text before the block, as our stream sends it before the block is seen (vLLM's stream sends
+nothing at all for this parser): a vLLM bug we do not follow (core/parsers/README.md). The text
+after the block is dropped, as vLLM does.
 """
 
 from __future__ import annotations
@@ -47,5 +46,4 @@ class Phi4MiniJsonToolParser(JsonBlockToolParser):
                                                         else item["parameters"])))
         return calls
 
-    def content_beside(self, before: str) -> str | None:
-        return None
+    # (the content beside the calls: the text before the block, json_block's default)

@@ -12,14 +12,15 @@ part too); a part is a call when it holds `<｜tool_call_end｜>`, its text befo
 an argument (stripped, a repeated key keeps its first place and last value), typed by the tool's
 schema for the five scalar types only (Python's `int()` / `float()`, booleans and null by their
 lower-case spelling), serialized with `json.dumps(..., ensure_ascii=False)`. With a call, the
-content is the text before and after the block joined and stripped; with none, the whole output.
+content is the text before and after the block joined and stripped (ours: right-stripped only,
+whitespace alone none; vLLM's own stream sends the leading whitespace: README, "vLLM 0.33 bugs we
+do not follow"); with none, the whole output.
 
 Streaming: content before the block streams with its trailing whitespace held (the strip); the
 block's text is held until its first call completes (a block with no call is all content, as the
 whole output), each call goes out whole at its `<｜tool_call_end｜>`. Held state: the current part
-and, before the first call, the block. Two cases cannot equal the non-streaming answer (README):
-leading whitespace before text that precedes a call (sent before the block is seen) and a block
-cut off after a call went out (vLLM then answers with no calls).
+and, before the first call, the block. A block cut off after a call went out cannot equal the
+non-streaming answer (vLLM then answers with no calls; README).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Step3ToolParser(ToolParser):
     # phases (serialized as these letters)
     TEXT = "T"  # before the block
     BLOCK = "B"  # inside the block
-    AFTER = "E"  # after a block that had calls: content, stripped at the ends
+    AFTER = "E"  # after a block that had calls: content, its trailing whitespace dropped
     PLAIN = "X"  # after a block without calls: the whole output is content
 
     def adjust_request(self, request: Any) -> Any:
@@ -151,7 +152,8 @@ class Step3ToolParser(ToolParser):
                     calls.append(call)
         if not calls:
             return None, text
-        return calls, (pre + post).strip() or None
+        content = pre + post
+        return calls, content.rstrip() if content.strip() else None
 
     # -- streaming ----------------------------------------------------------------------------
 
@@ -163,10 +165,8 @@ class Step3ToolParser(ToolParser):
         return {"ph": self.TEXT, "h": "", "w": "", "nw": False, "n": 0, "raw": None, "op": False, "po": 0, "pt": ""}
 
     def _content(self, state: State, text: str, out: list[str]) -> None:
-        """Content with its trailing whitespace held; after a block with calls, leading whitespace
-        of the whole content dropped (vLLM strips the joined content)."""
-        if state["ph"] == self.AFTER and not state["nw"]:
-            text = text.lstrip()
+        """Content with its trailing whitespace held (the answer is right-stripped when a call is
+        found); whitespace alone is held until other text releases it (or the end drops it)."""
         body = text.rstrip()
         if not body:
             state["w"] += text
@@ -232,8 +232,6 @@ class Step3ToolParser(ToolParser):
                 state.update(op=False, po=0, pt="")
                 if state["n"]:
                     state["ph"] = self.AFTER
-                    if not state["nw"]:
-                        state["w"] = ""  # the whitespace-only text before the block is stripped
                 else:  # no call: the whole output is content, as written
                     out.append(state["w"] + state["raw"])
                     state.update(ph=self.PLAIN, w="", raw=None)

@@ -156,6 +156,85 @@ def _nemotron_swap_after_close(case: dict[str, Any], theirs: dict[str, Any], our
             and not (theirs["message"]["reasoning"] or "").strip())
 
 
+# the tool parsers whose vLLM answer strips the content when calls are found (the engine's
+# `strip_content_whitespace_with_tools`; Step 3's legacy parser; mistral v11+ only)
+_STRIPPING = {"qwen3_xml", "qwen3_coder", "glm45", "glm47", "mistral", "step3p5", "seed_oss", "minimax_m2", "gemma4",
+              "step3"}
+
+
+def _leading_whitespace_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """vLLM's content is ours without its leading whitespace, the rest is equal."""
+    if case["tool_parser"] not in _STRIPPING or (case["tool_parser"] == "mistral" and case["tokenizer"] == "mistral3"):
+        return False
+    t, o = theirs["message"], ours["message"]
+    return (theirs["finish_reason"] == ours["finish_reason"] and (t["reasoning"], t["tool_calls"]) ==
+            (o["reasoning"], o["tool_calls"]) and bool(o["content"]) and o["content"] != t["content"]
+            and o["content"].lstrip() == t["content"])
+
+
+def _llama_prose_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """llama3_json: vLLM has no content beside the calls it found (kept or not); ours is the prose
+    the output starts with, up to its first `{` (an output not starting with `<|python_tag|>`, `{`
+    or `[`)."""
+    if case["tool_parser"] not in ("llama3_json", "llama4_json"):
+        return False
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    return (theirs["finish_reason"] == ours["finish_reason"] and "{" in text and not t["content"]
+            and (t["reasoning"], t["tool_calls"]) == (o["reasoning"], o["tool_calls"])
+            and not text.lstrip(" \t\n\r").startswith(("<|python_tag|>", "{", "["))
+            and bool(o["content"]) and o["content"] == text[:text.find("{")])
+
+
+def _phi4_text_before_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """phi4_mini_json: vLLM has no content beside the block; ours is the text before `functools[`."""
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    return (case["tool_parser"] == "phi4_mini_json" and "functools[" in text and t["content"] is None
+            and theirs["finish_reason"] == ours["finish_reason"]
+            and (t["reasoning"], t["tool_calls"]) == (o["reasoning"], o["tool_calls"])
+            and bool(o["content"]) and o["content"] == text[:text.find("functools[")])
+
+
+def _mistral_text_before_marker_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """mistral pre-v11, no valid call after `[TOOL_CALLS]`: vLLM's content is the text after the
+    marker; ours has the text before the marker in front of it."""
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    before = text.split("[TOOL_CALLS]")[0]
+    return (case["tool_parser"] == "mistral" and case["tokenizer"] == "mistral3" and "[TOOL_CALLS]" in text
+            and bool(before) and not t["tool_calls"] and not o["tool_calls"]
+            and theirs["finish_reason"] == ours["finish_reason"] and t["reasoning"] == o["reasoning"]
+            and o["content"] == before + (t["content"] or ""))
+
+
+def _olmo3_stream_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """olmo3 tools: ours keeps as content what both streams send as content, the text before a
+    block of calls, or a call list without the tags with a line that is no call by itself."""
+    from core.parsers.families.olmo3 import call_line
+
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    if case["tool_parser"] != "olmo3" or t["reasoning"] != o["reasoning"] or t["content"]:
+        return False
+    if case["reasoning_parser"] and "</think>" in text:
+        text = text.split("</think>", 1)[1]  # (what the tool parser reads)
+    if re.search("<function_calls>.*?</function_calls>", text, re.DOTALL):
+        return (theirs["finish_reason"] == ours["finish_reason"] and t["tool_calls"] == o["tool_calls"]
+                and bool(o["content"]) and o["content"] == text[:text.find("<function_calls>")])
+    return not o["tool_calls"] and o["content"] == text and not all(call_line(line) for line in text.splitlines())
+
+
+def _classic_composition_past_hold(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """An engine tool parser behind a classic reasoning parser, no call: vLLM keeps the content as
+    written; ours, past the stream's hold bound, is the engine's content."""
+    from core.parsers.engine_parsers import MAX_RAW_HOLD
+    from core.parsers.registry import get_reasoning_parser, get_tool_parser
+
+    reasoning, tool = case["reasoning_parser"], case["tool_parser"]
+    if not (reasoning and tool) or get_reasoning_parser(reasoning).engine_based or not get_tool_parser(tool).engine_based:
+        return False
+    t, o = theirs["message"], ours["message"]
+    return (not t["tool_calls"] and not o["tool_calls"] and t["reasoning"] == o["reasoning"]
+            and len(t["content"] or "") > MAX_RAW_HOLD and o["content"] != t["content"])
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -185,6 +264,18 @@ VLLM_BUGS = {
         lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m3"
                                     and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
                                     and "<mm:think>" in case["text"] and not case["text"].startswith("<mm:think>")),
+    "the content before calls keeps its leading whitespace (vLLM strips it; both streams send it)":
+        _leading_whitespace_kept,
+    "llama3_json: the prose before the first call is the content (vLLM drops it; both streams send it)":
+        _llama_prose_kept,
+    "phi4_mini_json: the text before the block is the content (vLLM drops it; its stream sends nothing)":
+        _phi4_text_before_kept,
+    "mistral pre-v11: the text before [TOOL_CALLS] stays when no valid call follows (vLLM keeps the rest)":
+        _mistral_text_before_marker_kept,
+    "olmo3 tools: the text before a block of calls, a call list without tags with a line no call by itself":
+        _olmo3_stream_kept,
+    "classic composition, no call, past 4096 characters from the first markup: the engine's content":
+        _classic_composition_past_hold,
 }
 
 

@@ -2,7 +2,8 @@
 
 * goldens (tests/core/parsers/golden_frontier/minimax.json, recorded in-process from vLLM 0.33 by
   tests/oracle/record_minimax.py on the `minimax` fixture's tokenizer): our non-streaming answer
-  through the chat pipeline equals vLLM's message and finish_reason;
+  through the chat pipeline equals vLLM's message and finish_reason, but for the leading
+  whitespace of the content with calls (a vLLM bug we do not follow, `LEADING_WS`);
 * any chunking aggregates to that answer (state JSON round-tripped between feeds), except where a
   call streamed before it turned malformed (core/parsers/README.md);
 * adversarial text never raises and is chunking-invariant; the state stays bounded by the current
@@ -21,11 +22,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.core.parsers.golden_checks import leading_whitespace_kept
 from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
 from tests.core.parsers.minimax_cases import END, START, TOOLS, W, block, invoke, param
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "minimax.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
+# (core/parsers/README.md, "vLLM 0.33 bugs we do not follow") vLLM strips the content's leading
+# whitespace when calls are found; ours keeps it, as both streams send it
+LEADING_WS = {"content_call", "text_around", "unknown_tool", "unicode", "special_tokens"}
 
 
 def _parser(model, case):
@@ -56,9 +61,6 @@ def explained(expected: dict, got: dict) -> str | None:
     if got["reasoning"] != expected["reasoning"]:
         return None
     if got["content"] != expected["content"]:
-        if (got["tool_calls"] == expected["tool_calls"] and got["content"]
-                and got["content"].lstrip() == (expected["content"] or "")):
-            return "leading whitespace of content before calls"
         return None
     want = [(c["id"], c["name"]) for c in expected["tool_calls"]]
     if [(c["id"], c["name"]) for c in got["tool_calls"]][:len(want)] != want:
@@ -82,6 +84,9 @@ def explained(expected: dict, got: dict) -> str | None:
 def test_nonstream_equals_vllm(minimax, record):
     parser = _parser(minimax, record["case"])
     got = _message(parser, minimax, record)
+    if record["case"]["name"].split("__")[0] in LEADING_WS and got != record["message"]:
+        assert leading_whitespace_kept(got, record["message"])
+        got = record["message"]
     assert got == record["message"]
     assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
         record["finish_reason"]

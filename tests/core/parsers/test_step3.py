@@ -2,7 +2,8 @@
 
 Goldens: tests/core/parsers/golden_frontier/step3.json (tests/oracle/record_step3.py, in-process,
 on Qwen3's tokenizer with Step 3's five tool-call markers: the `step3` fixture). The non-streaming
-answers and finish_reason equal vLLM's; any chunking of any output aggregates to them but for the
+answers and finish_reason equal vLLM's but for the leading whitespace of the content with calls
+(a vLLM bug we do not follow, `LEADING_WS`); any chunking of any output aggregates to them but for the
 documented cases (state through orjson between chunks, bounded); the render-side adjustments and
 `is_reasoning_end` equal vLLM's; adversarial text never raises.
 """
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from tests.core.parsers.golden_checks import (
     adjusted_request,
     flat,
+    leading_whitespace_kept,
     nonstream_message,
     per_token_run,
     streamed_messages,
@@ -43,10 +45,12 @@ from tests.core.parsers.step3_cases import (
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "step3.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
 # (core/parsers/README.md, "Where streaming cannot equal the non-streaming answer")
-# a block cut off after a call went out: vLLM's answer is then the whole output as content
+# a block cut off after a call went out (a call streamed before it turned malformed): vLLM's answer
+# is then the whole output as content
 CUT_AFTER_CALL = {"truncated_after_call", "truncated_after_calls"}
-# whitespace before text that precedes a call: sent before the block (and its strip) is seen
-LEADING_WS = {"content_call", "ws_content_call", "text_after"}
+# (core/parsers/README.md, "vLLM 0.33 bugs we do not follow") vLLM strips the content's leading
+# whitespace when a call is found; ours keeps it, as both streams send it
+LEADING_WS = {"content_call", "ws_content_call", "text_after", "text_after_only", "second_block"}
 
 
 def test_the_tokenizer_is_the_recorded_one(step3):
@@ -60,7 +64,11 @@ def test_every_output_is_recorded():
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(step3, record):
-    assert nonstream_message(step3, record) == (record["message"], record["finish_reason"])
+    message, finish_reason = nonstream_message(step3, record)
+    if record["case"]["name"].split("__")[0] in LEADING_WS and message != record["message"]:
+        assert leading_whitespace_kept(message, record["message"])
+        message = record["message"]
+    assert (message, finish_reason) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
@@ -74,9 +82,6 @@ def test_any_chunking_aggregates_to_the_nonstream_answer(step3, record):
         if tools_parsed and output in CUT_AFTER_CALL:
             assert got["reasoning"] == expected["reasoning"] and got["tool_calls"]
             continue
-        if tools_parsed and output in LEADING_WS and case["reasoning_parser"]:
-            assert got["content"] != expected["content"] and got["content"].lstrip() == expected["content"]
-            got["content"] = expected["content"]
         assert got == expected
         # (the helper ends every stream with "stop")
         assert finish_reason == record["finish_reason"] or record["engine_finish_reason"] == "length"
@@ -139,11 +144,9 @@ def test_adversarial_text_streams_to_the_nonstream_answer(step3, pieces, seed, c
 
 
 def _documented_difference(content, calls, agg) -> bool:
-    """The two README cases: a block cut off after a call went out (vLLM: no calls, the whole
-    output as content), leading whitespace before text that precedes a call."""
-    if not calls and agg["tool_calls"]:
-        return True
-    return bool(calls and content and agg["content"] != content and agg["content"].lstrip() == content)
+    """A block cut off after a call went out (vLLM: no calls, the whole output as content: a call
+    streamed before it turned malformed, README)."""
+    return not calls and bool(agg["tool_calls"])
 
 
 def test_state_is_bounded_and_feed_cost_flat(step3):
