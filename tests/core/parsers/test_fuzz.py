@@ -101,15 +101,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     """The documented reason a stream may differ from the non-streaming answer, or None."""
     w, g = want["message"], got["message"]
     text = case["text"]
-    kwargs = case["request"].get("chat_template_kwargs") or {}
-    nemotron_open = (case["reasoning_parser"] == "nemotron_v3" and kwargs.get("enable_thinking") is not False
-                     and "</think>" not in text)  # (ours swaps only a reasoning never closed: README)
-    if ((nemotron_open or case["reasoning_parser"] == "granite_thinking_parser")
-            and (kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True)
-            and not (g["content"] or "").strip() and not (w["reasoning"] or "").strip()):
-        # the content was blank: the answer swapped it with the reasoning (which then also went
-        # through the tool parser)
-        return f"{case['reasoning_parser']}: a reasoning never closed (granite: an absent content) swapped with the content"
     if case["family"] == "gemma4":
         reason = gemma4_start(case)
         if reason:

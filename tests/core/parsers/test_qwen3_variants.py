@@ -2,9 +2,9 @@
 
 Goldens: tests/core/parsers/golden_frontier/qwen3_variants.json (tests/oracle/record_qwen3_variants.py,
 in-process on the oracle's tiny-qwen3, the same tokenizer as the `qwen3` fixture). Non-streaming
-answers equal vLLM's but for nemotron_v3's swap after a closed reasoning (a vLLM bug we do not
-follow: ours is what both streams send); any chunking aggregates to them, except nemotron_v3's
-swap of the reasoning never closed, which only the end of the output decides.
+answers equal vLLM's but for nemotron_v3's swap (vLLM bugs we do not follow: after a closed
+reasoning ours is what both streams send; for a reasoning never closed, what vLLM's stream sends,
+the reasoning and then all of it again as content); any chunking aggregates to them.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, strea
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "qwen3_variants.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
-# nemotron_v3 with force_nonempty_content / thinking off: the swap of a reasoning never closed with
-# the absent content needs the whole output (vLLM's own stream sends the reasoning, then it again as
-# content; README, "Where streaming cannot equal the non-streaming answer")
-STREAM_CANNOT_MATCH = {"nemotron_v3:reasoning_only__force", "nemotron_v3:no_close__force"}
+# nemotron_v3 with force_nonempty_content, a reasoning never closed: vLLM's stream sends it, then all of
+# it again as content, its answer swaps them; ours is that stream's sum (README, "vLLM 0.33 bugs we do
+# not follow")
+REPEATED = {"nemotron_v3:reasoning_only__force", "nemotron_v3:no_close__force"}
 # after a closed reasoning (or with thinking off) vLLM still swaps a blank content, which its own
 # stream, as ours, sent as it is: ours does not swap (README, "vLLM 0.33 bugs we do not follow")
 VLLM_BUGS = {"nemotron_v3:empty_content__force"}
@@ -48,6 +48,14 @@ def test_nonstream_equals_vllm(qwen3, record):
     if record["case"]["name"] in VLLM_BUGS:  # (the stream test below checks ours is what the stream sends)
         assert got != record["message"]
         return
+    if record["case"]["name"] in REPEATED:  # vLLM's stream instead, as ours repeats it
+        theirs = record["vllm_stream"]
+        repeated = theirs["reasoning"]
+        # (vLLM's repeat also has the trailing whitespace its reasoning deltas dropped)
+        assert repeated and theirs["content"].rstrip() == repeated and not theirs["tool_calls"]
+        assert got == {"reasoning": repeated, "content": repeated, "tool_calls": []}
+        assert parser.resolve_finish_reason("stop", False) == theirs["finish_reason"]
+        return
     assert got == record["message"]
     assert parser.resolve_finish_reason("stop", bool(got["tool_calls"])) == record["finish_reason"]
 
@@ -63,9 +71,6 @@ def test_any_chunking_aggregates_to_the_nonstream_answer(qwen3, record):
         got = {"reasoning": agg["reasoning"] or None, "content": agg["content"] or None,
                "tool_calls": [{"id": id_shape(c["id"]), "name": c["name"], "arguments": c["arguments"]}
                               for c in agg["tool_calls"]]}
-        if case["name"] in STREAM_CANNOT_MATCH:
-            assert got["reasoning"] == expected["content"]  # the swapped parts, unswapped
-            continue
         assert got == expected, cuts
 
 
@@ -77,12 +82,13 @@ def test_step3p5_ignores_enable_thinking_and_nemotron_does_not(qwen3):
 
 
 def test_nemotron_v3_swaps_on_the_requests_own_kwargs_only(qwen3):
-    """vLLM's swap reads `request.chat_template_kwargs`: a server default does not swap."""
+    """vLLM's swap (ours: the repeat of its stream) reads `request.chat_template_kwargs`: a server
+    default does not swap."""
     text = "All of it is reasoning.\n"
     asked = make_parser(qwen3, "nemotron_v3", None, {"chat_template_kwargs": {"force_nonempty_content": True}},
                         {"force_nonempty_content": True})
     default = make_parser(qwen3, "nemotron_v3", None, {}, {"force_nonempty_content": True})
-    assert asked.parse_complete(text, [], None)[:2] == (None, "All of it is reasoning.")
+    assert asked.parse_complete(text, [], None)[:2] == ("All of it is reasoning.", "All of it is reasoning.")
     assert default.parse_complete(text, [], None)[:2] == ("All of it is reasoning.", None)
 
 
