@@ -127,3 +127,29 @@ def test_state_is_bounded_and_feed_cost_flat(granite4):
     assert max(sizes) < 2048
     assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
     assert flat(costs)
+
+
+@pytest.mark.parametrize(("text", "extra", "want"), [
+    ("<think>Still thinking about it.  \n", {}, ("Still thinking about it.", "Still thinking about it.")),
+    ("<think>Done.</think>\n\n", {}, ("Done.", "Done.")),  # (vLLM's answer: no content; its stream repeats)
+    ("Done.</think>", {"include_reasoning": False}, (None, "Done.")),
+    # (past the tool parser, as vLLM's stream: a named choice makes no call of it)
+    ("<think>Still thinking.", {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+     ("Still thinking.", "Still thinking.")),
+    ("<think>Done.</think>  ", {}, ("Done.", "  ")),  # content other than newlines: not repeated
+    ("<think>Done.</think>\nSunny.", {}, ("Done.", "Sunny.")),
+])
+def test_granite_thinking_repeats_a_reasoning_without_content(granite4, text, extra, want):
+    """(README, "vLLM 0.33 bugs we do not follow") force_nonempty_content and no content but
+    newlines: vLLM's reasoning never ends (its stream repeats it as content at the end); ours, per
+    token, whole, with the finish alone in an empty last chunk, and the non-streaming answer, are that."""
+    kwargs = {"force_nonempty_content": True}
+    request = {"tools": TOOLS, **extra, "chat_template_kwargs": kwargs}
+    ids = granite4.tokenizer.encode(text)
+    parser = make_parser(granite4, "granite_thinking_parser", "granite4", request, kwargs)
+    assert parser.parse_complete(text, ids, None) == (*want, [])
+    for cuts in (list(range(1, len(ids))), []):
+        for last in ([], [("", [])]):
+            agg = stream(make_parser(granite4, "granite_thinking_parser", "granite4", request, kwargs),
+                         chunk_texts(granite4, ids, cuts) + last, None)
+            assert (agg["reasoning"] or None, agg["content"], agg["tool_calls"]) == (*want, [])

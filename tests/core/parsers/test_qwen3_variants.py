@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
+import orjson
 import pytest
 
+from tests.core.parsers.golden_checks import flat
 from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "qwen3_variants.json").read_text(encoding="utf-8"))
@@ -107,3 +110,55 @@ def test_nemotron_v3_does_not_swap_what_the_stream_sent(qwen3, text, kwargs, wan
     for cuts in (list(range(1, len(ids))), []):
         agg = stream(make_parser(qwen3, "nemotron_v3", None, request, kwargs), chunk_texts(qwen3, ids, cuts), None)
         assert (agg["reasoning"] or None, agg["content"] or None) == want
+
+
+TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.parametrize(("text", "extra", "want"), [
+    ("Still thinking about it.  \n", {}, ("Still thinking about it.", "Still thinking about it.")),
+    ("Still thinking </thi", {}, ("Still thinking </thi", "Still thinking </thi")),
+    ("Still thinking.", {"include_reasoning": False}, (None, "Still thinking.")),
+    # (past the tool parser, as vLLM's stream: a forced choice makes no call of it)
+    ("Still thinking.", {"tools": TOOL, "tool_choice": NAMED}, ("Still thinking.", "Still thinking.")),
+    ("Still thinking.", {"tools": TOOL, "tool_choice": "required"}, ("Still thinking.", "Still thinking.")),
+])
+@pytest.mark.parametrize("tools", [None, "qwen3_coder"])
+def test_nemotron_v3_repeats_a_reasoning_never_closed(qwen3, text, extra, want, tools):
+    """(README, "vLLM 0.33 bugs we do not follow") force_nonempty_content and a reasoning never
+    closed: vLLM's stream sends it, then all of it again as content; ours, per token, whole, with
+    the finish alone in an empty last chunk, and the non-streaming answer, are that."""
+    kwargs = {"force_nonempty_content": True}
+    request = {**extra, "chat_template_kwargs": kwargs}
+    ids = qwen3.tokenizer.encode(text)
+    reasoning, content, calls = make_parser(qwen3, "nemotron_v3", tools, request, kwargs).parse_complete(text, ids, None)
+    assert (reasoning, content, calls) == (*want, [])
+    for cuts in (list(range(1, len(ids))), []):
+        for last in ([], [("", [])]):
+            chunks = chunk_texts(qwen3, ids, cuts) + last
+            agg = stream(make_parser(qwen3, "nemotron_v3", tools, request, kwargs), chunks, None)
+            assert (agg["reasoning"] or None, agg["content"], agg["tool_calls"]) == (*want, [])
+
+
+def test_nemotron_v3_keeps_the_reasoning_sent_only_while_it_may_be_repeated(qwen3):
+    """The state holds the reasoning sent (what the end would repeat) only with force_nonempty_content
+    and only until the reasoning closes; the per-token cost stays flat meanwhile (the front door
+    keeps the state in memory: one string extended in place)."""
+    text = "thinking about it " * 600 + "</think>\n\n" + "answer " * 200
+    tok = qwen3.tokenizer
+    pieces = [(tok.decode([i], skip_special_tokens=False), [i]) for i in tok.encode(text)]
+    for kwargs, grows in (({"force_nonempty_content": True}, True), ({}, False)):
+        parser = make_parser(qwen3, "nemotron_v3", None, {"chat_template_kwargs": kwargs}, kwargs)
+        state = parser.start(None)
+        costs, sizes = [], []
+        for piece, ids in pieces:
+            t0 = time.perf_counter()
+            parser.feed(state, piece, ids)
+            costs.append(time.perf_counter() - t0)
+            sizes.append(len(orjson.dumps(state)))
+        closed = next(i for i, (piece, _) in enumerate(pieces) if piece == "</think>")
+        # (this mode only: the state is the reasoning so far, then small again once it closed)
+        assert (sizes[closed - 1] > len("thinking about it ") * 590) is grows
+        assert max(sizes[closed:]) < 600
+        assert flat(costs[:closed])
