@@ -20,9 +20,10 @@ aggregates to the non-streaming answer; one after a call went out cannot take th
 
 granite_thinking_parser (reasoning) is nemotron_v3's engine grammar (Qwen3's markers, reasoning
 right-stripped, `enable_thinking: false` passing the output through) with two Granite rules: the
-content loses its leading newlines (the template writes `\\n</think>\\n`), and the
+content loses its leading newlines (the template writes `\\n</think>\\n`), and vLLM's
 `enable_thinking: false` / `force_nonempty_content: true` swap fires only when the content was
-absent (None), not when it was present but blank.
+absent (None), not when it was present but blank; ours, as vLLM's stream, repeats the reasoning as
+content at the end whenever no content came but newlines (`GraniteThinkingReasoningParser`).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   false` the reasoning parser returns the output untouched (as qwen3; a tool pass behind it starts
   in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
   `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
-  defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
-  reasoning (ours only when the reasoning never closed: core/parsers/README.md, "vLLM 0.33 bugs we
-  do not follow");
+  defaults: vLLM reads the request) vLLM's answer swaps a whitespace-only (or missing) content with
+  the reasoning; ours follows vLLM's stream instead (core/parsers/README.md, "vLLM 0.33 bugs we do
+  not follow"): nothing is swapped, and a reasoning never closed is sent, then repeated whole as
+  content at the end (`NemotronV3ReasoningParser`);
 * seed_oss: qwen3's grammar and rules unchanged (`enable_thinking: false` passes the output
   through; the reasoning is not stripped) with other wrappers, each one special token:
   `<seed:think>` / `</seed:think>`, `<seed:tool_call>` / `</seed:tool_call>`, and `<seed:bos>` /
@@ -20,9 +21,7 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   parser has no structural-tag model in vLLM, so "required" and a named tool take the generic
   JSON path (`supports_required_and_named`), and "auto" is never constrained.
 
-Streaming follows the non-streaming answer except for that swap when the reasoning never closed,
-which only the end of the output decides (vLLM's stream sends the reasoning, then repeats it as
-content).
+Streaming follows the non-streaming answer, the repeat included.
 """
 
 from __future__ import annotations
