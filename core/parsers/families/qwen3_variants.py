@@ -56,9 +56,10 @@ class Step3p5ToolParser(Qwen3XmlToolParser):
 
 
 class NemotronV3ReasoningParser(Qwen3ReasoningParser):
-    """With `enable_thinking: false` or `force_nonempty_content: true` in the request's own
-    kwargs (thinking on, the prompt leaving the reasoning open), an output whose reasoning never
-    ended is sent as reasoning and then, at the end, all of it again as content (vLLM's stream:
+    """With `force_nonempty_content: true` in the request's own kwargs, thinking on (vLLM's other
+    trigger, `enable_thinking: false`, turns it off: nothing is then repeated) and the prompt
+    leaving the reasoning open, an output whose reasoning never ended is sent as reasoning and
+    then, at the end, all of it again as content (vLLM's stream:
     parser/nemotron_v3.py `get_streaming_fallback_content`, abstract_parser.py
     `finalize_generation`); the non-streaming answer is that sum (README, "vLLM 0.33 bugs we do
     not follow"). Only then does the state keep the reasoning sent so far ("rs")."""

@@ -15,9 +15,6 @@ one documented in core/parsers/README.md):
 * llama3_json: prose before the first call (the non-streaming answer drops it once a call is found);
 * mistral before v11: text before `[TOOL_CALLS]` when no valid call follows (the answer is then
   the text after the marker);
-* nemotron_v3 with `force_nonempty_content`: a reasoning never closed swapped with the absent or
-  whitespace-only content (only the end of the output decides it); granite_thinking_parser the
-  same for an absent content;
 * phi4_mini_json: the text before the `functools[` block (the non-streaming answer drops it);
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
