@@ -8,7 +8,8 @@ or a token-string window; ours (docs/vllm-wire-spec.md §0.3) is an opaque strin
 The payload is a small dict (see `StreamState`): the detokenizer window ids and offsets, the
 stop-string tail, counters, the last 4 sampled ids for logprob repair, and the parser state.
 Nothing in it grows with the output, so it stays well under 2 KB (the parser state is bounded
-by the current tool call, a held stop-string tail by the longest stop string).
+by the current tool call, a held stop-string tail by the longest stop string), but in the rare
+modes core/parsers/README.md "State size" lists (e.g. a reasoning nemotron_v3 may repeat).
 
 Anything wrong with a state is a 400 `invalid stream_state: <why>`, never a 500: not a
 string, too large, unknown version, bad signature, undecodable, malformed fields, issued by a

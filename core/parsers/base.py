@@ -102,6 +102,18 @@ class ReasoningParser(ABC):
         r2, c2 = self.finish(state)
         return (r1 + r2) or None, (c1 + c2) or None
 
+    def repeat(self, state: State) -> str:
+        """After `finish`: text the stream sends again, as content, after the tool parser (vLLM's
+        `get_streaming_fallback_content`, which its stream's end appends to the content as it is:
+        nemotron_v3 and granite_thinking_parser repeat a reasoning never ended). Most families: ""."""
+        return ""
+
+    def split_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, str]:
+        """`parse_complete` and the text the stream of the same output repeats at its end (`repeat`):
+        the non-streaming answer appends it to the content as the stream does."""
+        return (*self.parse_complete(text, token_ids, prompt_token_ids), "")
+
     def adjust_request(self, request: Any) -> Any:
         """Render-side request adjustment (most reasoning parsers change nothing)."""
         return request

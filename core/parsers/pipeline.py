@@ -224,6 +224,9 @@ class ChatOutputParser:
     def finish(self, state: dict[str, Any]) -> dict[str, Any] | None:
         reasoning, content = self.reasoning.finish(state["r"]) if self.reasoning is not None else ("", "")
         content, calls = self._tool_phase(state, content, (), final=True)
+        if self.reasoning is not None:
+            # (vLLM's finalize_generation: appended to the content as it is, past the tool parser)
+            content += self.reasoning.repeat(state["r"])
         return self._delta(state, reasoning, content, calls)
 
     def finish_reason(self, state: dict[str, Any], finish_reason: str | None) -> str | None:
@@ -371,11 +374,14 @@ class ChatOutputParser:
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, list[dict]]:
         """(reasoning, content, tool_calls) exactly as vLLM 0.33's non-streaming derender."""
+        repeat = ""
         if self.reasoning is not None:
-            reasoning, content = self.reasoning.parse_complete(text, token_ids, prompt_token_ids)
+            reasoning, content, repeat = self.reasoning.split_complete(text, token_ids, prompt_token_ids)
         else:
             reasoning, content = None, text
         calls, content = self._extract_tool_calls(content, token_ids)
+        if repeat:  # what the stream sends again at its end, after the tool parser (README)
+            content = (content or "") + repeat
         if not self.include_reasoning:
             reasoning = None
         if not self.keeps_calls:

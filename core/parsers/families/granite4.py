@@ -20,9 +20,10 @@ aggregates to the non-streaming answer; one after a call went out cannot take th
 
 granite_thinking_parser (reasoning) is nemotron_v3's engine grammar (Qwen3's markers, reasoning
 right-stripped, `enable_thinking: false` passing the output through) with two Granite rules: the
-content loses its leading newlines (the template writes `\\n</think>\\n`), and the
+content loses its leading newlines (the template writes `\\n</think>\\n`), and vLLM's
 `enable_thinking: false` / `force_nonempty_content: true` swap fires only when the content was
-absent (None), not when it was present but blank.
+absent (None), not when it was present but blank; ours, as vLLM's stream, repeats the reasoning as
+content at the end whenever no content came but newlines (`GraniteThinkingReasoningParser`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.parsers.base import State, ToolCallDelta, ToolParser
-from core.parsers.families.qwen3_variants import NemotronV3ReasoningParser
+from core.parsers.families.qwen3_variants import NemotronV3ReasoningParser, keep_sent
 from core.parsers.jsonstream import dumps, escape_lone_surrogates
 from core.parsers.structural_tag import keep_markers_for_tools
 from core.parsers.text import partial_suffix
@@ -163,6 +164,10 @@ class Granite4ToolParser(ToolParser):
 
 
 class GraniteThinkingReasoningParser(NemotronV3ReasoningParser):
+    """nemotron_v3's rules, the content's leading newlines dropped; vLLM's reasoning counts as
+    ended only once the content starts (parser/granite_thinking.py `reasoning_ended`), so its
+    stream's end repeats the reasoning (as nemotron_v3's) whenever no content came but newlines."""
+
     name = "granite_thinking_parser"
 
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
@@ -171,10 +176,14 @@ class GraniteThinkingReasoningParser(NemotronV3ReasoningParser):
         return state
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
-        return self._lstrip(state, *super().feed(state, text, token_ids))
+        reasoning, content = self._lstrip(state, *self._parts(state, text, token_ids))
+        keep_sent(state, reasoning, state["cs"])
+        return reasoning, content
 
     def finish(self, state: State) -> tuple[str, str]:
-        return self._lstrip(state, *super().finish(state))
+        reasoning, content = self._lstrip(state, *self._last_parts(state))
+        keep_sent(state, reasoning, state["cs"])
+        return reasoning, content
 
     @staticmethod
     def _lstrip(state: State, reasoning: str, content: str) -> tuple[str, str]:
@@ -183,18 +192,8 @@ class GraniteThinkingReasoningParser(NemotronV3ReasoningParser):
             state["cs"] = bool(content)
         return reasoning, content
 
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if self._passes_through():
-            reasoning, content = None, text  # (thinking off: vLLM's qwen3 returns the output untouched)
-        else:  # the engine's split before the newline rule (the base would feed through our strip)
-            state = super().start(prompt_token_ids)
-            r1, c1 = super().feed(state, text, token_ids)
-            r2, c2 = super().finish(state)
-            reasoning, content = (r1 + r2) or None, (c1 + c2) or None
-        absent = content is None  # (present but blank does not swap, unlike nemotron_v3)
-        if content is not None:
-            content = content.lstrip("\n") or None
-        if self.force_content and absent:
-            reasoning, content = content, reasoning
-        return reasoning, content
+    def split_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, str]:
+        if self._passes_through():  # (thinking off: vLLM's qwen3 returns the output untouched, then the newline rule)
+            return None, text.lstrip("\n") or None, ""
+        return super().split_complete(text, token_ids, prompt_token_ids)

@@ -9,9 +9,10 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   false` the reasoning parser returns the output untouched (as qwen3; a tool pass behind it starts
   in content, where a stray `</think>` is dropped and `<think>` is text), and with that flag or
   `force_nonempty_content: true` in the request's own `chat_template_kwargs` (not the server's
-  defaults: vLLM reads the request) a whitespace-only (or missing) content is swapped with the
-  reasoning (ours only when the reasoning never closed: core/parsers/README.md, "vLLM 0.33 bugs we
-  do not follow");
+  defaults: vLLM reads the request) vLLM's answer swaps a whitespace-only (or missing) content with
+  the reasoning; ours follows vLLM's stream instead (core/parsers/README.md, "vLLM 0.33 bugs we do
+  not follow"): nothing is swapped, and a reasoning never closed is sent, then repeated whole as
+  content at the end (`NemotronV3ReasoningParser`);
 * seed_oss: qwen3's grammar and rules unchanged (`enable_thinking: false` passes the output
   through; the reasoning is not stripped) with other wrappers, each one special token:
   `<seed:think>` / `</seed:think>`, `<seed:tool_call>` / `</seed:tool_call>`, and `<seed:bos>` /
@@ -20,9 +21,7 @@ parser engine with other settings (vllm/parser/step3p5.py, nemotron_v3.py, seed_
   parser has no structural-tag model in vLLM, so "required" and a named tool take the generic
   JSON path (`supports_required_and_named`), and "auto" is never constrained.
 
-Streaming follows the non-streaming answer except for that swap when the reasoning never closed,
-which only the end of the output decides (vLLM's stream sends the reasoning, then repeats it as
-content).
+Streaming follows the non-streaming answer, the repeat included.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.parsers.base import ParserContext, ToolParser
+from core.parsers.base import ParserContext, State, ToolParser
 from core.parsers.engine import Phase
 from core.parsers.families.qwen3 import Qwen3ReasoningParser, Qwen3XmlToolParser, qwen3_grammar
 
@@ -57,6 +56,14 @@ class Step3p5ToolParser(Qwen3XmlToolParser):
 
 
 class NemotronV3ReasoningParser(Qwen3ReasoningParser):
+    """With `force_nonempty_content: true` in the request's own kwargs, thinking on (vLLM's other
+    trigger, `enable_thinking: false`, turns it off: nothing is then repeated) and the prompt
+    leaving the reasoning open, an output whose reasoning never ended is sent as reasoning and
+    then, at the end, all of it again as content (vLLM's stream:
+    parser/nemotron_v3.py `get_streaming_fallback_content`, abstract_parser.py
+    `finalize_generation`); the non-streaming answer is that sum (README, "vLLM 0.33 bugs we do
+    not follow"). Only then does the state keep the reasoning sent so far ("rs")."""
+
     name = "nemotron_v3"
     GRAMMAR, GRAMMAR_NO_THINKING = NEMOTRON_V3, NEMOTRON_V3_NO_THINKING
 
@@ -65,20 +72,59 @@ class NemotronV3ReasoningParser(Qwen3ReasoningParser):
         kwargs = ctx.request_chat_template_kwargs  # (vLLM reads the request's, not the server's defaults)
         self.force_content = kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True
 
+    def start(self, prompt_token_ids: Sequence[int] | None) -> State:
+        state = super().start(prompt_token_ids)
+        # (with thinking off, or a prompt that closed the reasoning, vLLM's stream starts past the
+        # reasoning: its fallback never runs)
+        if self.force_content and not self._passes_through() and state["e"]["ph"] == Phase.REASONING:
+            state["rs"] = ""
+        return state
+
+    def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        reasoning, content = self._parts(state, text, token_ids)
+        keep_sent(state, reasoning, state["e"]["ph"] != Phase.REASONING)
+        return reasoning, content
+
+    def finish(self, state: State) -> tuple[str, str]:
+        ended = state["e"]["ph"] != Phase.REASONING  # (before: the engine's finish leaves the reasoning phase)
+        reasoning, content = self._last_parts(state)
+        keep_sent(state, reasoning, ended)
+        return reasoning, content
+
+    def _parts(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
+        return super().feed(state, text, token_ids)
+
+    def _last_parts(self, state: State) -> tuple[str, str]:
+        return super().finish(state)
+
+    def repeat(self, state: State) -> str:
+        return state.pop("rs", "")
+
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if self._passes_through():  # thinking off: never swapped (README; vLLM swaps a blank output)
-            return None, text
+        return self.split_complete(text, token_ids, prompt_token_ids)[:2]
+
+    def split_complete(self, text: str, token_ids: Sequence[int],
+                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None, str]:
+        if self._passes_through():
+            return None, text, ""  # thinking off: never repeated (README; vLLM swaps a blank output)
         state = self.start(prompt_token_ids)
         r1, c1 = self.feed(state, text, token_ids)
-        never_closed = state["e"]["ph"] == Phase.REASONING  # (finish leaves the reasoning phase)
         r2, c2 = self.finish(state)
-        reasoning, content = (r1 + r2) or None, (c1 + c2) or None
-        # swapped only when the reasoning never closed: after a close vLLM's own stream, as ours,
-        # sent the reasoning and the blank content as they are (README, "vLLM 0.33 bugs we do not follow")
-        if self.force_content and never_closed and (content is None or not content.strip()):
-            reasoning, content = content, reasoning
-        return reasoning, content
+        return (r1 + r2) or None, (c1 + c2) or None, self.repeat(state)
+
+
+def keep_sent(state: State, reasoning: str, ended: bool) -> None:
+    """Keep the reasoning sent (`rs`, present only while its repeat may come), or forget it for
+    good once vLLM's stream would have ended the reasoning."""
+    if "rs" not in state:
+        return
+    if ended:
+        del state["rs"]
+    elif reasoning:
+        sent = state.pop("rs")  # (popped first: `+=` then extends the one string in place)
+        sent += reasoning
+        state["rs"] = sent
 
 
 class SeedOssReasoningParser(Qwen3ReasoningParser):

@@ -10,9 +10,6 @@ one documented in core/parsers/README.md):
 
 * a call streamed before it turned malformed (cut off, broken JSON, a marker inside a value...):
   what was sent cannot be taken back;
-* nemotron_v3 with `force_nonempty_content`: a reasoning never closed swapped with the absent or
-  whitespace-only content (only the end of the output decides it); granite_thinking_parser the
-  same for an absent content;
 * DSML: a parameter name written twice (the stream sends both, the JSON keeps the last);
 * gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
   an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
@@ -91,16 +88,6 @@ def k3_lookahead(case: dict[str, Any]) -> bool:
 def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -> str | None:
     """The documented reason a stream may differ from the non-streaming answer, or None."""
     w, g = want["message"], got["message"]
-    text = case["text"]
-    kwargs = case["request"].get("chat_template_kwargs") or {}
-    nemotron_open = (case["reasoning_parser"] == "nemotron_v3" and kwargs.get("enable_thinking") is not False
-                     and "</think>" not in text)  # (ours swaps only a reasoning never closed: README)
-    if ((nemotron_open or case["reasoning_parser"] == "granite_thinking_parser")
-            and (kwargs.get("enable_thinking") is False or kwargs.get("force_nonempty_content") is True)
-            and not (g["content"] or "").strip() and not (w["reasoning"] or "").strip()):
-        # the content was blank: the answer swapped it with the reasoning (which then also went
-        # through the tool parser)
-        return f"{case['reasoning_parser']}: a reasoning never closed (granite: an absent content) swapped with the content"
     if case["family"] == "gemma4":
         reason = gemma4_start(case)
         if reason:

@@ -235,6 +235,41 @@ def _classic_composition_past_hold(case: dict[str, Any], theirs: dict[str, Any],
             and len(t["content"] or "") > MAX_RAW_HOLD and o["content"] != t["content"])
 
 
+# the test's parser models, for a predicate that runs our tool stage (`_models_for_predicates`)
+_MODELS: dict[str, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _models_for_predicates(parser_models):
+    _MODELS["models"] = parser_models
+
+
+def _repeated_open_reasoning(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """nemotron_v3 / granite_thinking_parser with the request's force_nonempty_content (thinking on):
+    a reasoning R never ended (nemotron_v3: no `</think>`; granite: no content but newlines).
+    Ours is what vLLM's stream sends, R and then R again as content, no calls (only the content
+    when the reasoning is hidden); vLLM's answer is R swapped into the content and read by the
+    tool parser (exactly our tool stage on R alone), or, granite, with only newlines after
+    `</think>`, R kept as reasoning and no content."""
+    kwargs = case["request"].get("chat_template_kwargs") or {}
+    if (case["reasoning_parser"] not in ("nemotron_v3", "granite_thinking_parser")
+            or kwargs.get("force_nonempty_content") is not True or kwargs.get("enable_thinking") is False
+            or (case["reasoning_parser"] == "nemotron_v3" and "</think>" in case["text"])):
+        return False
+    mine, vllm = ours["message"], theirs["message"]
+    repeated = mine["content"]
+    if not repeated or mine["tool_calls"] or mine["reasoning"] not in (repeated, None):
+        return False
+    if mine["reasoning"] is None and case["request"].get("include_reasoning") is not False:
+        return False  # (no reasoning only when it is hidden)
+    if (case["reasoning_parser"] == "granite_thinking_parser" and vllm["reasoning"] == mine["reasoning"]
+            and not vllm["content"] and not vllm["tool_calls"]):
+        return True  # kept: vLLM swaps only an absent content
+    models = _MODELS["models"]
+    swapped = prepare_case(dict(case, reasoning_parser=None, text=repeated, prompt_text=None), models)
+    return theirs == non_streaming_message(swapped, models)  # (its reasoning None: the absent content)
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -256,6 +291,8 @@ VLLM_BUGS = {
     "olmo3: an output that never writes </think> is reasoning, as streamed (vLLM: content)": _olmo3_never_closed,
     "nemotron_v3: a blank content after a closed reasoning (or thinking off) is not swapped, as streamed":
         _nemotron_swap_after_close,
+    "nemotron_v3 / granite_thinking_parser, force_nonempty_content: a reasoning never ended is repeated as content, as streamed":
+        _repeated_open_reasoning,
     "k2_horizon: the first of the close tag and <ifm|tool_calls> ends the reasoning, neither and all is reasoning":
         lambda case, theirs, ours: _k2_horizon_stream_rule(case),
     "granite: text before the thought-process marker kept as content, a thought process never answered reasoning":

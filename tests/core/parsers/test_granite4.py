@@ -2,8 +2,9 @@
 
 Goldens: tests/core/parsers/golden_frontier/granite4.json (tests/oracle/record_granite4.py,
 in-process, on Qwen3's tokenizer with Granite 4's role markers: the `granite4` fixture). The
-non-streaming answers and finish_reason equal vLLM's; any chunking of any output aggregates to
-them (state through orjson between chunks, bounded), but for the documented cases; the
+non-streaming answers and finish_reason equal vLLM's, but where force_nonempty_content makes vLLM's
+stream repeat the reasoning as content (ours is that stream's sum); any chunking of any output
+aggregates to them (state through orjson between chunks, bounded), but for the documented cases; the
 render-side adjustments and `is_reasoning_end` equal vLLM's; adversarial text never raises.
 """
 
@@ -26,9 +27,11 @@ GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "granite4.json"
 RECORDS = GOLDEN["records"]
 # a later call fails after an earlier one went out (it cannot be taken back: core/parsers/README.md)
 CALL_SENT_THEN_FAILED = {"bad_second_call__default"}
-# the content swap (enable_thinking false / force_nonempty_content) only the end of the output decides:
-# the stream has sent the text as reasoning (vLLM's stream then repeats it as content)
-SWAPPED = {"plain__force", "reasoning_only__force", "no_think_tags__force", "truncated_in_reasoning__force"}
+# force_nonempty_content, no content but newlines: vLLM's stream sends the reasoning, then all of it again
+# as content; its answer swaps them (or, after `</think>\n\n`, has no content). Ours is that stream's
+# sum (README, "vLLM 0.33 bugs we do not follow")
+REPEATED = {"plain__force", "reasoning_only__force", "empty_content__force", "no_think_tags__force",
+            "truncated_in_reasoning__force"}
 
 
 def test_the_tokenizer_is_the_recorded_one(granite4):
@@ -40,6 +43,14 @@ def test_the_tokenizer_is_the_recorded_one(granite4):
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(granite4, record):
+    if record["case"]["name"] in REPEATED:  # vLLM's stream instead, as ours repeats it
+        theirs = record["vllm_stream"]
+        repeated = theirs["reasoning"]
+        # (vLLM's repeat also has the trailing whitespace its reasoning deltas dropped)
+        assert repeated and theirs["content"].rstrip() == repeated and not theirs["tool_calls"]
+        assert nonstream_message(granite4, record) == (
+            {"reasoning": repeated, "content": repeated, "tool_calls": []}, theirs["finish_reason"])
+        return
     assert nonstream_message(granite4, record) == (record["message"], record["finish_reason"])
 
 
@@ -48,10 +59,6 @@ def test_any_chunking_aggregates_to_the_nonstream_answer(granite4, record):
     name = record["case"]["name"]
     expected, _ = nonstream_message(granite4, record)
     for got, finish in streamed_messages(granite4, record, expected):
-        if name in SWAPPED:
-            assert (got["reasoning"] or None, got["content"] or None) == \
-                (expected["content"] or None, expected["reasoning"] or None)
-            continue
         if name in CALL_SENT_THEN_FAILED:
             assert got["reasoning"] == expected["reasoning"] and len(got["tool_calls"]) == 1
             continue
@@ -101,8 +108,6 @@ def test_adversarial_text_streams_to_the_nonstream_answer(granite4, pieces, seed
     cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
     agg = stream(make_parser(granite4, *parsers, request, kw), chunk_texts(granite4, ids, cuts), None)
     assert agg["max_state"] < 4096 + 4 * len(text)
-    if kw and parsers[0] is not None:
-        return  # (the swap: only the end decides, the stream sent reasoning)
     assert agg["reasoning"] == (reasoning or "")
     if len(agg["tool_calls"]) == len(calls) or choice == "required":
         # (a later call that failed after one went out cannot be taken back)
@@ -122,3 +127,29 @@ def test_state_is_bounded_and_feed_cost_flat(granite4):
     assert max(sizes) < 2048
     assert max(sizes[len(sizes) // 3: 2 * len(sizes) // 3]) < 600  # the plain-text middle: no growth
     assert flat(costs)
+
+
+@pytest.mark.parametrize(("text", "extra", "want"), [
+    ("<think>Still thinking about it.  \n", {}, ("Still thinking about it.", "Still thinking about it.")),
+    ("<think>Done.</think>\n\n", {}, ("Done.", "Done.")),  # (vLLM's answer: no content; its stream repeats)
+    ("Done.</think>", {"include_reasoning": False}, (None, "Done.")),
+    # (past the tool parser, as vLLM's stream: a named choice makes no call of it)
+    ("<think>Still thinking.", {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+     ("Still thinking.", "Still thinking.")),
+    ("<think>Done.</think>  ", {}, ("Done.", "  ")),  # content other than newlines: not repeated
+    ("<think>Done.</think>\nSunny.", {}, ("Done.", "Sunny.")),
+])
+def test_granite_thinking_repeats_a_reasoning_without_content(granite4, text, extra, want):
+    """(README, "vLLM 0.33 bugs we do not follow") force_nonempty_content and no content but
+    newlines: vLLM's reasoning never ends (its stream repeats it as content at the end); ours, per
+    token, whole, with the finish alone in an empty last chunk, and the non-streaming answer, are that."""
+    kwargs = {"force_nonempty_content": True}
+    request = {"tools": TOOLS, **extra, "chat_template_kwargs": kwargs}
+    ids = granite4.tokenizer.encode(text)
+    parser = make_parser(granite4, "granite_thinking_parser", "granite4", request, kwargs)
+    assert parser.parse_complete(text, ids, None) == (*want, [])
+    for cuts in (list(range(1, len(ids))), []):
+        for last in ([], [("", [])]):
+            agg = stream(make_parser(granite4, "granite_thinking_parser", "granite4", request, kwargs),
+                         chunk_texts(granite4, ids, cuts) + last, None)
+            assert (agg["reasoning"] or None, agg["content"], agg["tool_calls"]) == (*want, [])
