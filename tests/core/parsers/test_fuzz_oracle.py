@@ -76,6 +76,32 @@ def _dsml_unwrapped_for_another_call(case: dict[str, Any], theirs: dict[str, Any
     return True
 
 
+def _dsml_written_twice(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """DSML: a parameter name written twice: ours keeps both as written (vLLM's stream sent the
+    first); a JSON reader of ours reads vLLM's answer (the last value, a lone wrapper unwrapped)."""
+    from core.parsers.coercion import tool_properties
+    from core.parsers.families.dsml import unwrap
+
+    t, o = theirs["message"], ours["message"]
+    if (not case["family"].startswith("dsml") or (t["reasoning"], t["content"]) != (o["reasoning"], o["content"])
+            or [c["name"] for c in t["tool_calls"]] != [c["name"] for c in o["tool_calls"]]):
+        return False
+    twice = False
+    for a, b in zip(t["tool_calls"], o["tool_calls"], strict=True):
+        if a == b:
+            continue
+        pairs = json.loads(b["arguments"], object_pairs_hook=lambda p: p)
+        keys = [k for k, _ in pairs] if isinstance(pairs, list) else []
+        if len(set(keys)) == len(keys) or a["id"] != b["id"]:
+            return False
+        read = json.loads(b["arguments"])
+        inner = unwrap(read, tool_properties(case["request"].get("tools"), b["name"]))
+        if json.loads(a["arguments"]) not in (read, inner):
+            return False
+        twice = True
+    return twice
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -90,6 +116,8 @@ VLLM_BUGS = {
         lambda case, theirs, ours: _unencodable(theirs),
     "DSML: a wrapper unwrapped (or not) with the schema of an earlier call with the same parameters":
         _dsml_unwrapped_for_another_call,
+    "DSML: a parameter name written twice keeps both (vLLM's answer: the last in the first's place)":
+        _dsml_written_twice,
 }
 
 
