@@ -63,7 +63,8 @@ def _dsml_unwrapped_for_another_call(case: dict[str, Any], theirs: dict[str, Any
     """DSML: vLLM decides a call's `arguments` / `input` unwrapping with the schema of the first
     call whose raw parameters are the same text (another tool when two calls share them)."""
     t, o = theirs["message"], ours["message"]
-    if (not case["family"].startswith("dsml") or (t["reasoning"], t["content"]) != (o["reasoning"], o["content"])
+    if (not (case["family"].startswith("dsml") or case["tool_parser"] == "minimax_m2")
+            or (t["reasoning"], t["content"]) != (o["reasoning"], o["content"])
             or len(t["tool_calls"]) != len(o["tool_calls"])):
         return False
     for i, (a, b) in enumerate(zip(t["tool_calls"], o["tool_calls"], strict=True)):
@@ -76,9 +77,10 @@ def _dsml_unwrapped_for_another_call(case: dict[str, Any], theirs: dict[str, Any
     return True
 
 
-def _dsml_written_twice(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
-    """DSML: a parameter name written twice: ours keeps both as written (vLLM's stream sent the
-    first); a JSON reader of ours reads vLLM's answer (the last value, a lone wrapper unwrapped)."""
+def _written_twice(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """DSML, MiniMax M2: a parameter name written twice: ours keeps both as written (vLLM's stream
+    sent the first); a JSON reader of ours reads vLLM's answer (the last value; DSML: a lone
+    wrapper unwrapped)."""
     from core.parsers.coercion import tool_properties
     from core.parsers.families.dsml import unwrap
 
@@ -116,8 +118,14 @@ VLLM_BUGS = {
         lambda case, theirs, ours: _unencodable(theirs),
     "DSML: a wrapper unwrapped (or not) with the schema of an earlier call with the same parameters":
         _dsml_unwrapped_for_another_call,
-    "DSML: a parameter name written twice keeps both (vLLM's answer: the last in the first's place)":
-        _dsml_written_twice,
+    "DSML, MiniMax M2: a parameter name written twice keeps both (vLLM's answer: the last in the first's place)":
+        _written_twice,
+    "minimax_m2_append_think: no <think> in front when the prompt closed reasoning (as vLLM's stream)":
+        lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m2_append_think"
+                                    and (case.get("prompt_text") or "").rfind("</think>")
+                                    > (case.get("prompt_text") or "").rfind("<think>")
+                                    and theirs["message"]["content"] == "<think>" + (ours["message"]["content"] or "")
+                                    and {**theirs["message"], "content": None} == {**ours["message"], "content": None}),
 }
 
 
