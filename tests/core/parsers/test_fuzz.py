@@ -24,8 +24,6 @@ one documented in core/parsers/README.md):
 * olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
 * ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
 * hunyuan_a13b: an output cut off in its reasoning, END in the reasoning only, `<think>` after text;
-* gemma4: the `<|channel>` rewrite decided at the start of the output, and a prompt ending inside
-  an open `<|channel>` (the stream starts in reasoning, the non-streaming answer reads no prompt).
 * Kimi K3: text the non-streaming rule drops or keeps by looking ahead (text before a later
   response channel, a response channel after the tools, a think open not at the start...).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
@@ -105,10 +103,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
         # the content was blank: the answer swapped it with the reasoning (which then also went
         # through the tool parser)
         return f"{case['reasoning_parser']}: a whitespace-only (granite: absent) content swapped with the reasoning"
-    if case["family"] == "gemma4":
-        reason = gemma4_start(case)
-        if reason:
-            return reason
     if case["reasoning_parser"] == "ernie45":
         reason = ernie45_stream(case["text"])
         if reason:
@@ -207,20 +201,6 @@ def hunyuan_stream(text: str) -> str | None:
             return "hunyuan_a13b: END in the reasoning only"
     elif end not in text and think in text and rs in text[text.find(think):]:
         return "hunyuan_a13b: <think> after text"
-    return None
-
-
-def gemma4_start(case: dict[str, Any]) -> str | None:
-    """gemma4: where the stream decides at the start what the non-streaming answer reads whole."""
-    prompt = case.get("prompt_text") or ""
-    if case["reasoning_parser"] and prompt.rfind("<|channel>") > max(prompt.rfind(m) for m in (
-            "<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")):
-        return "gemma4: a prompt ending inside an open <|channel>"
-    text = case["text"]
-    if "<|channel>" in text and text.startswith("thought\n"):
-        return "gemma4: the <|channel> rewrite decided at the start"
-    if "<channel|>" in text and not text.startswith("<channel|>") and "<|channel>" not in text.split("<channel|>")[0]:
-        return "gemma4: the <|channel> rewrite decided at the start"
     return None
 
 

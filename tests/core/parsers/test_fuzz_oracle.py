@@ -104,6 +104,31 @@ def _written_twice(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str,
     return twice
 
 
+def _gemma4_prompt_in_open_channel(case: dict[str, Any]) -> bool:
+    """The prompt ends inside an open `<|channel>`: ours starts in reasoning, as vLLM's stream."""
+    prompt = case.get("prompt_text") or ""
+    return bool(case["reasoning_parser"] == "gemma4" and prompt.rfind("<|channel>") > max(
+        prompt.rfind(m) for m in ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")))
+
+
+def _gemma4_rewrites_otherwise(text: str | None) -> bool:
+    """vLLM's answer puts `<|channel>` in front reading the whole text; ours (as vLLM's stream) its start."""
+    from core.parsers.families.gemma4 import opens_channel
+
+    text = text or ""
+    whole = "<|channel>" not in text and ("<channel|>" in text or text.startswith("thought\n") or text == "thought")
+    return whole != opens_channel(text, final=True)
+
+
+def _gemma4_decided_on_the_start(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    if case["family"] != "gemma4":
+        return False
+    # (the tool pass applies the rule again to the content it gets)
+    return (_gemma4_prompt_in_open_channel(case) or _gemma4_rewrites_otherwise(case["text"])
+            or _gemma4_rewrites_otherwise(theirs["message"]["content"])
+            or _gemma4_rewrites_otherwise(ours["message"]["content"]))
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -120,6 +145,8 @@ VLLM_BUGS = {
         _dsml_unwrapped_for_another_call,
     "DSML, MiniMax M2: a parameter name written twice keeps both (vLLM's answer: the last in the first's place)":
         _written_twice,
+    "gemma4: the <|channel> rewrite decided on the start, a prompt inside an open <|channel> read (as vLLM's stream)":
+        _gemma4_decided_on_the_start,
     "minimax_m2_append_think: no <think> in front when the prompt closed reasoning (as vLLM's stream)":
         lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m2_append_think"
                                     and (case.get("prompt_text") or "").rfind("</think>")
