@@ -24,8 +24,6 @@ one documented in core/parsers/README.md):
 * olmo3: an output that never writes `</think>` (all content in the answer, reasoning in the stream);
 * ernie45: a `<think>` after text, text before `<response>`, a `<response>` never closed;
 * hunyuan_a13b: an output cut off in its reasoning, END in the reasoning only, `<think>` after text;
-* Kimi K3: text the non-streaming rule drops or keeps by looking ahead (text before a later
-  response channel, a response channel after the tools, a think open not at the start...).
 Reasoning must always be equal, and nothing else may differ. The default run is a few seconds
 per family; `slow` runs thousands of cases.
 """
@@ -65,33 +63,6 @@ def keeps_calls(case: dict[str, Any]) -> bool:
     return bool(request.get("tools")) and request.get("tool_choice", "auto") != "none" and case["enable_auto_tools"]
 
 
-def k3_lookahead(case: dict[str, Any]) -> bool:
-    """Kimi K3: the output has a shape whose non-streaming answer looks ahead (README)."""
-    from core.parsers.families.kimi_k3 import (MSG_CLOSE, RESP_CLOSE, RESP_OPEN, THINK_CLOSE, THINK_OPEN, TOOLS_OPEN,
-                                               thinking_enabled)
-
-    text = case["text"]
-    reasoning = case["reasoning_parser"] == "kimi_k3" and thinking_enabled(case["chat_template_kwargs"])
-    t_open, t_close, r_open = THINK_OPEN.search(text), THINK_CLOSE.search(text), RESP_OPEN.search(text)
-    if reasoning:
-        if t_open is not None and (t_open.start() > 0 or (t_close is not None and t_close.start() < t_open.start())):
-            return True  # text before a think open, or a close before it
-        if r_open is not None and t_open is None and (t_close is not None or r_open.start() > 0):
-            return True  # a response open while reasoning: only the rest of the output decides
-        if t_close is None and (r_open is None or t_open is not None):
-            return False  # all reasoning
-        rest = text[t_close.end():] if t_close is not None else text
-    else:
-        rest = text
-    r_open, tools = RESP_OPEN.search(rest), TOOLS_OPEN.search(rest)
-    if (r_open is not None and case["tool_parser"] and RESP_CLOSE.search(rest, r_open.end()) is None
-            and MSG_CLOSE.search(rest, r_open.end()) is not None):
-        return True  # a message close in a response never closed (the answer removes it)
-    if r_open is not None and (tools is None or r_open.start() < tools.start()):
-        return bool(re.sub(r"<\|close\|>\s*(?:response|message)\s*<\|sep\|>", "", rest[:r_open.start()]).strip())
-    return r_open is not None  # a response channel after the tools
-
-
 def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -> str | None:
     """The documented reason a stream may differ from the non-streaming answer, or None."""
     w, g = want["message"], got["message"]
@@ -114,8 +85,6 @@ def explained(case: dict[str, Any], want: dict[str, Any], got: dict[str, Any]) -
     if (case["reasoning_parser"] == "minimax_m3" and case["chat_template_kwargs"].get("thinking_mode") == "enabled"
             and "<mm:think>" in text and not text.startswith("<mm:think>")):
         return "minimax_m3 thinking on: a <mm:think> after text"
-    if case["family"] == "kimi_k3" and k3_lookahead(case):
-        return "Kimi K3: text the non-streaming rule drops by looking ahead"
     if case["reasoning_parser"] == "olmo3" and "</think>" not in text and w["reasoning"] is None:
         return "olmo3: an output that never writes </think> (content whole, streamed as reasoning)"
     if (case["tool_parser"] == "olmo3" and w["reasoning"] == g["reasoning"] and w["content"] is None
