@@ -45,6 +45,7 @@ class ParserContext:
     request_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     history_tool_call_count: int = 0  # assistant tool calls already in messages (kimi_k2 ids continue after them)
     reasoning_parser: str | None = None  # the configured reasoning parser's name (some tool grammars depend on it)
+    tool_call_parser: str | None = None  # the tool parser that reads the content after reasoning (if any)
     tool_choice: Any = None  # the request's tool_choice ("auto"/"none"/"required" or a named {"function": ...} dict)
     include_reasoning: bool = True  # the request's include_reasoning (hidden reasoning may be held, not dropped)
     # vLLM's `_engine_based` composition: no reasoning parser, or an engine-based one (else an

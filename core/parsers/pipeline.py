@@ -165,6 +165,7 @@ class ChatOutputParser:
                             request_chat_template_kwargs=dict(getattr(request, "chat_template_kwargs", None) or {}),
                             history_tool_call_count=history_tool_call_count(request),
                             reasoning_parser=reasoning_parser,
+                            tool_call_parser=tool_call_parser if tool_cls else None,
                             tool_choice=_dump(getattr(request, "tool_choice", None)),
                             include_reasoning=getattr(request, "include_reasoning", True) is not False,
                             engine_composition=reasoning_cls is None or reasoning_cls.engine_based)

@@ -3,7 +3,9 @@
 The engine's token ids of tests/core/parsers/golden_frontier/gemma4.json (vLLM 0.33's answers,
 tests/oracle/record_gemma4.py) go through HTTP on the same tokenizer (Qwen3's with Gemma 4's
 control tokens): the non-streaming message and finish_reason equal vLLM's, and the stream, one
-token per call with the state carried by the client, aggregates to it.
+token per call with the state carried by the client, aggregates to it. Where the start of the
+output decides the `<|channel>` rewrite, our answer is vLLM's own recorded stream (a documented
+vLLM bug: core/parsers/README.md).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from tests.proxy.golden_derender import derender_per_token, derender_whole
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "core" / "parsers" / "golden_frontier" / "gemma4.json")
                     .read_text(encoding="utf-8"))
 EOS = GOLDEN["eos_token_id"]
-# both parsers; the start-of-output cases a stream decides early are tested in test_gemma4.py
+# both parsers
 RECORDS = [r for r in GOLDEN["records"] if r["case"]["reasoning_parser"] == r["case"]["tool_parser"] == "gemma4"]
-EARLY = {"closed_without_start", "stray_markers", "thought_then_channel"}
+# vLLM's answer reads the whole output for the `<|channel>` rewrite; ours (and vLLM's stream) its start
+DECIDED_ON_THE_START = {"closed_without_start", "thought_then_channel"}
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +47,14 @@ async def test_derender_equals_vllm_and_streams_to_it(client, gemma4_model, reco
     request = {"messages": [{"role": "user", "content": "hi"}], **case["request"],
                "chat_template_kwargs": case["chat_template_kwargs"]}
     message, finish = await derender_whole(client, prompt, request, record, EOS)
-    assert message == record["message"]
+    expected = record["message"]
+    if case["name"].split("__")[0] in DECIDED_ON_THE_START:
+        expected = {k: v for k, v in record["vllm_stream"].items() if k != "finish_reason"}
+        assert expected != record["message"]
+    assert message == expected
     assert finish == record["finish_reason"]
-    if case["name"].split("__")[0] in EARLY:
-        return
     streamed, last = await derender_per_token(client, prompt, request, record, EOS)
-    want = dict(record["message"], content=record["message"]["content"] or None)
+    want = dict(expected, content=expected["content"] or None)
     if case["request"].get("include_reasoning") is False:
         want["reasoning"] = None
     assert streamed == want

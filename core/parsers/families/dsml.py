@@ -30,8 +30,8 @@ engine (core/parsers/engine.py, engine_parsers.py):
 Streaming: the name goes out with the first argument text, each parameter once it is complete
 (the arguments' JSON grows parameter by parameter, with the schema's types), `}` with the
 invoke's end; the state holds the current parameter's raw text at most. A call whose first
-parameter may be a wrapper to unwrap is held until the next parameter or its end. Known stream
-difference: two parameters of one name stream both (the non-streaming JSON keeps the last).
+parameter may be a wrapper to unwrap is held until the next parameter or its end. Two parameters
+of one name are both kept, streaming and not (vLLM's answer keeps the last in the first's place).
 """
 
 from __future__ import annotations
@@ -153,8 +153,16 @@ def unwrap(args: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any] |
 
 
 def dsml_arguments(sp: Spelling, raw: str, properties: dict[str, Any]) -> str:
-    """vLLM's arguments of a complete invoke: its complete parameters, then the wrapper rule."""
-    params = {m.group(1): param_value(m.group(2), m.group(3)) for m in sp.param.finditer(raw)}
+    """vLLM's arguments of a complete invoke: its complete parameters, then the wrapper rule.
+
+    A parameter name written twice keeps both, in the order written (each value typed by the
+    schema), as the stream sends them: a JSON reader then keeps the last value, as vLLM's answer
+    does, but nothing the stream already sent is taken back (README, "vLLM 0.33 bugs")."""
+    found = [(m.group(1), param_value(m.group(2), m.group(3))) for m in sp.param.finditer(raw)]
+    params = dict(found)
+    if len(params) < len(found):
+        return "{" + ", ".join(dumps(key) + ": " + dumps(coerced(value, properties.get(key)))
+                               for key, value in found) + "}"
     inner = unwrap(params, properties)
     return dumps(params if inner is None else inner)
 

@@ -9,10 +9,14 @@
   it; a second `<|channel>` in reasoning and a stray `<channel|>` in content are dropped; the
   reasoning is right-stripped, then a leading `thought\\n` (the channel's name) is removed, and a
   reasoning of just `thought` is none;
-* the output is read as if `<|channel>` came first when it has no `<|channel>` but has a
-  `<channel|>`, starts with `thought\\n` or is `thought` (vLLM's `_preprocess_feed`: the template
-  opened the channel in the prompt). The tool pass applies the same rule to the content it gets;
-  without a reasoning parser the added `<|channel>` is then text;
+* the output is read as if `<|channel>` came first when it starts with `<channel|>` or
+  `thought\\n`, or is `thought` (vLLM's `_preprocess_feed`: the template opened the channel in the
+  prompt; vLLM's non-streaming answer also does so for a `<channel|>` anywhere without a
+  `<|channel>`, and not for a `thought\\n` start with a `<|channel>` later: its own stream decides
+  on the start, as ours does, streaming and not). The tool pass applies the same rule to the
+  content it gets; without a reasoning parser the added `<|channel>` is then text;
+* a prompt that ends inside an open `<|channel>` starts the output in reasoning (vLLM's
+  `adjust_initial_state_from_prompt`, which only its stream calls: ours, streaming and not);
 * `enable_thinking` (default false) only decides whether a prompt without markers leaves
   reasoning open (`is_reasoning_end`); `<|turn>` / `<|tool_response>` are the turn boundaries;
 * a call is `<|tool_call>call:NAME{ARGS}<tool_call|>` (also `:NAME`, `NAME(ARGS)`); the name is
@@ -20,12 +24,8 @@
   schema's types; tool_choice "required" / named are not constrained (no JSON schema, no tag:
   the model writes its own syntax, vLLM only sets skip_special_tokens=False).
 
-Streaming: the arguments go out when the call ends. The rewrite above is decided on the start of
-the output: text is held while it may still be `thought\\n` or `<channel|>`; a `<channel|>` after
-that without any `<|channel>`, or a `<|channel>` after a `thought\\n` start, is read as the stream's
-start decided (vLLM's stream decides on its first delta alone). A prompt that ends inside an
-open `<|channel>` starts the stream in reasoning (vLLM's `adjust_initial_state_from_prompt`; its
-non-streaming answer does not read the prompt). core/parsers/README.md lists both.
+Streaming: the arguments go out when the call ends; the start of the output is held while it may
+still be `thought\\n` or `<channel|>`.
 """
 
 from __future__ import annotations
@@ -80,11 +80,17 @@ GEMMA4_NO_THINKING = gemma4_grammar(thinking=False)
 
 def opens_channel(text: str, final: bool) -> bool | None:
     """vLLM's `_preprocess_feed` on the start of the output: whether `<|channel>` is put in front;
-    None while `text` may still become a start that decides otherwise (streaming)."""
-    if not final and (not text or (len(text) < len(THOUGHT_PREFIX) and THOUGHT_PREFIX.startswith(text))
-                      or (len(text) < len(CHANNEL_END) and CHANNEL_END.startswith(text))):
+    None while `text` may still become a start that decides otherwise.
+
+    Decided on the shortest start that settles it, the same for a stream in any chunks and for the
+    whole output: an output that starts with `<channel|>` or `thought\n`, or is `thought`. (vLLM's
+    non-streaming answer also looks at the rest, a `<channel|>` or `<|channel>` anywhere; its own
+    stream decides on its first delta: README, "vLLM 0.33 bugs we do not follow".)"""
+    if text.startswith((CHANNEL_END, THOUGHT_PREFIX)):
+        return True
+    if not final and (THOUGHT_PREFIX.startswith(text) or CHANNEL_END.startswith(text)):
         return None
-    return CHANNEL_START not in text and (CHANNEL_END in text or text.startswith(THOUGHT_PREFIX) or text == THOUGHT)
+    return text == THOUGHT
 
 
 class ChannelPrefix:
@@ -186,9 +192,6 @@ class Gemma4ReasoningParser(EngineReasoningParser):
                 out.append((Ev.REASONING, held))
         return out
 
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        return super().parse_complete(text, token_ids, None)  # vLLM's extract_reasoning reads no prompt
 
 
 class Gemma4ToolParser(EngineToolParser):

@@ -10,32 +10,36 @@ K3 writes its channels as elements made of three special tokens `<|open|>`, `<|c
     <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
 
 vLLM's rules (vllm/reasoning/kimi_k3_reasoning_parser.py, vllm/tool_parsers/
-kimi_k3_tool_parser.py, vllm/parser/kimi_k3.py), non-streaming, which `parse_complete` /
-`extract_complete` follow exactly:
+kimi_k3_tool_parser.py, vllm/parser/kimi_k3.py), where they do not look ahead:
 
-* reasoning: after the first think open (or from the start: the template may have put the open
-  in the prompt) up to the first think close after it; no think marker at all but a response
-  open means no reasoning; no close means all reasoning. `thinking` (else `enable_thinking`,
-  default on) false in chat_template_kwargs: no reasoning.
-* content after reasoning: kept raw when the request has tools and tool_choice is not "none"
-  (the tool parser reads the channels), else unwrapped: the first response channel's body (or
-  all after an unclosed open), stray response closes and every message close removed.
-* tools: the section after the first tools open up to the first tools close; each
+* reasoning: from the start (the template may put the think open in the prompt) up to the first
+  think close, the first think open before it dropped (with whitespace before it); an output
+  whose first marker is a response open (only whitespace before it) has no reasoning; no close
+  means all reasoning. `thinking` (else `enable_thinking`, default on) false in
+  chat_template_kwargs: no reasoning.
+* content after reasoning: kept raw when the K3 tool parser follows (it reads the channels), else
+  unwrapped: the text before the first response channel (stray response closes and message closes
+  removed; dropped when only whitespace), then the channel's body (or all after an unclosed open,
+  message closes removed).
+* tools: the first section after a tools open up to its close; each
   `<|open|>call ATTRS<|sep|>BODY<|close|>call<|sep|>` with a `tool="..."` attribute is a call
   (attribute values un-escaped `&quot;` then `&amp;`); each argument of the body is the raw text
   for `type="string"` (the default), else its JSON (the raw text when it is not JSON), and the
-  arguments are `json.dumps(.., ensure_ascii=False)`. Content is the first response channel's
-  body anywhere in the output, else the text before the tools section unwrapped. The parser runs
-  under tool_choice "none" too (calls dropped, content unwrapped): `engine_based` here means that.
-  Forced calls (required / named) are the same XTML, not JSON.
-* markers tolerate whitespace around the tag name (`<|open|> think <|sep|>`).
+  arguments are `json.dumps(.., ensure_ascii=False)`. Content is the text before the section and
+  the first response channel's body (before or after the section; a body ends at a tools open; a
+  message close in it stays when the channel closes). The parser runs under tool_choice "none" too
+  (calls dropped, content unwrapped): `engine_based` here means that. Forced calls (required /
+  named) are the same XTML, not JSON.
+* markers tolerate whitespace around the tag name (`<|open|> think <|sep|>`); one longer than
+  HEAD_CAP is text.
 
-Streaming: one lexer splits text into plain text and marker "heads" (`<|open|>`/`<|close|>` up
-to the next `<|sep|>`), holding back only an unfinished head (at most HEAD_CAP characters), and
-small channel machines act on the heads; a call's body is buffered until its close and the call
-goes out whole (as vLLM's stream). Where the non-streaming rule looks ahead (a response channel
-after text or after the tools, text before a think open, a think close before the open) the
-stream cannot follow it: core/parsers/README.md lists those cases.
+One lexer splits text into plain text and marker "heads" (`<|open|>`/`<|close|>` up to the next
+`<|sep|>`), holding back only an unfinished head (at most HEAD_CAP characters), and small channel
+machines act on the heads; a call's body is buffered until its close and the call goes out whole
+(as vLLM's stream). The non-streaming answer is the same machines over the whole output, so any
+chunking streams it. Where vLLM's non-streaming rule looks ahead (text before a later response
+channel or think open, a think close before the open, a response channel after the tools...) ours
+is what vLLM's own stream sends: core/parsers/README.md, "vLLM 0.33 bugs we do not follow".
 """
 
 from __future__ import annotations
@@ -82,18 +86,7 @@ def preserves_tool_channels(ctx: ParserContext) -> bool:
     return bool(ctx.tools) and ctx.tool_choice != "none"
 
 
-# -- non-streaming: vLLM's rules ------------------------------------------------------------
-
-def unwrap(text: str) -> str:
-    """The response channel's body (or all after an unclosed open), message closes removed."""
-    m_open = RESP_OPEN.search(text)
-    if m_open is not None:
-        m_close = RESP_CLOSE.search(text, m_open.end())
-        text = text[m_open.end():m_close.start()] if m_close is not None else text[m_open.end():]
-    else:
-        text = RESP_CLOSE.sub("", text)
-    return MSG_CLOSE.sub("", text)
-
+# -- calls --------------------------------------------------------------------------------
 
 def attrs(text: str) -> dict[str, str]:
     return {m["k"]: m["v"].replace("&quot;", '"').replace("&amp;", "&") for m in _ATTR.finditer(text)}
@@ -118,30 +111,14 @@ def decode_call(head_attrs: str, body: str) -> dict[str, Any] | None:
     return {"id": None, "name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}
 
 
-def extract_calls(text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """vLLM's `extract_tool_calls`: (calls or None when none was found, content)."""
-    m_tools = TOOLS_OPEN.search(text)
-    m_open = RESP_OPEN.search(text)
-    m_close = RESP_CLOSE.search(text, m_open.end()) if m_open is not None else None
-    if m_open is not None and m_close is not None:  # the response channel anywhere wins
-        content = text[m_open.end():m_close.start()] or None
-    else:
-        content = unwrap(text if m_tools is None else text[:m_tools.start()]) or None
-    if m_tools is None:
-        return None, content
-    m_close = TOOLS_CLOSE.search(text, m_tools.end())
-    section = text[m_tools.end():] if m_close is None else text[m_tools.end():m_close.start()]
-    calls = [c for m in _CALL.finditer(section) if (c := decode_call(m["attrs"], m["body"])) is not None]
-    return calls or None, content
-
-
-# -- streaming ------------------------------------------------------------------------------
+# -- the channel machines (streaming and not) ----------------------------------------------
 
 def lex(state: State, text: str, final: bool) -> list[tuple[bool, str]]:
     """Split held + new text into (is_head, text) pieces; keep an unfinished head in state["h"].
 
     A head runs from the last `<|open|>`/`<|close|>` before a `<|sep|>` to that sep, as the
-    markers' regexes match; pieces concatenate to the input.
+    markers' regexes match; pieces concatenate to the input. A head longer than HEAD_CAP is text,
+    however the text came in (the state stays bounded, and every chunking reads it alike).
     """
     buf = state["h"] + text
     out: list[tuple[bool, str]] = []
@@ -159,7 +136,7 @@ def lex(state: State, text: str, final: bool) -> list[tuple[bool, str]]:
         if nxt != -1 and (sep == -1 or nxt < sep):
             _text(out, buf[i:nxt])  # a start with no sep before the next start is text
             pos = nxt
-        elif sep != -1:
+        elif sep != -1 and sep + len(SEP) - i <= HEAD_CAP:
             out.append((True, buf[i:sep + len(SEP)]))
             pos = sep + len(SEP)
         elif final or len(buf) - i > HEAD_CAP:
@@ -189,7 +166,9 @@ class Channels:
 
     Phases: P before any response open (whitespace held: a later open drops it), I inside the
     response, A after its close (dropped), T inside the tools section, K inside a call (body
-    buffered), D after the section (dropped).
+    buffered), D after the section (dropped, but for the first response channel, as vLLM's stream
+    sends it). "rs": a response channel was opened; "ts": the tools section was (only the first
+    one is read).
     """
 
     def __init__(self, tools: bool, emit_calls: bool = True) -> None:
@@ -198,12 +177,15 @@ class Channels:
 
     @staticmethod
     def start() -> State:
-        return {"h": "", "ph": "P", "ws": "", "at": "", "body": "", "n": 0}
+        return {"h": "", "ph": "P", "ws": "", "at": "", "body": "", "n": 0, "rs": False, "ts": False, "mh": None}
 
     def feed(self, st: State, text: str, final: bool, calls: list[ToolCallDelta]) -> str:
         out: list[str] = []
         for head, piece in lex(st, text, final):
             self._piece(st, head, piece, out, calls)
+        if final and st["mh"] is not None:  # the response never closed: vLLM drops its message closes
+            out.append(MSG_CLOSE.sub("", st["mh"]))
+            st["mh"] = None
         if final and st["ph"] == "P" and st["ws"]:
             out.append(st["ws"])
             st["ws"] = ""
@@ -225,8 +207,10 @@ class Channels:
                 st["body"] += piece
             return
         if ph in ("A", "D"):
-            if ph == "A" and head and self.tools and TOOLS_OPEN.fullmatch(piece):
-                st["ph"] = "T"
+            if ph == "A" and head and self.tools and not st["ts"] and TOOLS_OPEN.fullmatch(piece):
+                st["ph"], st["ts"] = "T", True
+            elif ph == "D" and head and not st["rs"] and RESP_OPEN.fullmatch(piece):
+                st["ph"], st["rs"] = "I", True  # a response channel after the tools: its body is content
             return
         if ph == "T":
             if not head:
@@ -242,16 +226,21 @@ class Channels:
             elif TOOLS_CLOSE.fullmatch(piece):
                 st["ph"] = "D"
             return
-        if head and MSG_CLOSE.fullmatch(piece) and not (self.tools and ph == "I"):
-            return  # (the tool parser keeps it inside a response channel: vLLM takes that body whole)
+        if self.tools and ph == "I" and self._message_close(st, head, piece, out):
+            return
+        if head and MSG_CLOSE.fullmatch(piece):
+            return
         if head and self.tools and TOOLS_OPEN.fullmatch(piece):
+            if st["ts"]:  # a second section, in a response after the first: the content ends
+                st["ph"] = "D"
+                return
             if ph == "P":  # the text before the section is content, whitespace too
                 out.append(st["ws"] or "")
-            st["ph"], st["ws"] = "T", None
+            st["ph"], st["ws"], st["ts"] = "T", None, True
             return
         if ph == "P":
             if head and RESP_OPEN.fullmatch(piece):
-                st["ph"], st["ws"] = "I", ""
+                st["ph"], st["ws"], st["rs"] = "I", "", True
             elif head and RESP_CLOSE.fullmatch(piece):
                 pass  # a stray close (the open was the generation prefix) is removed
             elif st["ws"] is not None and not piece.strip():
@@ -265,6 +254,30 @@ class Channels:
             return
         out.append(piece)
 
+    @staticmethod
+    def _message_close(st: State, head: bool, piece: str, out: list[str]) -> bool:
+        """A message close inside a response channel (the tool parser's raw text): vLLM keeps it when
+        the channel closes (it takes the body whole), drops it when the channel never does. Held
+        with what follows (up to HEAD_CAP characters, then kept) until a response close, a tools
+        open or the end decides. True when `piece` was taken."""
+        if st["mh"] is None:
+            if head and MSG_CLOSE.fullmatch(piece):
+                st["mh"] = piece
+                return True
+            return False
+        if head and RESP_CLOSE.fullmatch(piece):
+            out.append(st["mh"])
+        elif head and TOOLS_OPEN.fullmatch(piece):
+            out.append(MSG_CLOSE.sub("", st["mh"]))
+        else:
+            st["mh"] += piece
+            if len(st["mh"]) > HEAD_CAP:
+                out.append(st["mh"])
+                st["mh"] = None
+            return True
+        st["mh"] = None
+        return False  # (the close or the open then acts as usual)
+
 
 class KimiK3ReasoningParser(ReasoningParser):
     """The think channel; the rest as content (unwrapped unless the tool parser reads it)."""
@@ -276,7 +289,9 @@ class KimiK3ReasoningParser(ReasoningParser):
         super().__init__(ctx)
         tok = ctx.tokenizer
         self.thinking = thinking_enabled(ctx.chat_template_kwargs)
-        self.raw = preserves_tool_channels(ctx)
+        # the K3 tool parser after it reads the channels itself, as in vLLM's stream (its answer
+        # unwraps here first when there are no tools, then reads the unwrapped text again)
+        self.raw = preserves_tool_channels(ctx) or ctx.tool_call_parser == "kimi_k3"
         self.channels = Channels(tools=False)
         self.close_ids = tok.encode("<|close|>think<|sep|>")
         self.open_ids = tok.encode("<|open|>think<|sep|>")
@@ -300,25 +315,10 @@ class KimiK3ReasoningParser(ReasoningParser):
                 return False
         return False
 
-    def _content(self, text: str) -> str | None:
-        return (text if self.raw else unwrap(text)) or None
-
-    def parse_complete(self, text: str, token_ids: Sequence[int],
-                       prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        if not self.thinking:
-            return None, self._content(text)
-        m_open = THINK_OPEN.search(text)
-        begin = m_open.end() if m_open is not None else 0
-        m_close = THINK_CLOSE.search(text, begin)
-        if m_open is None and m_close is None and RESP_OPEN.search(text) is not None:
-            return None, self._content(text)
-        if m_close is None:
-            return text[begin:] or None, None
-        return text[begin:m_close.start()] or None, self._content(text[m_close.end():])
-
-    # streaming: R (reasoning) then C (content through the channel machine, or raw)
+    # streaming: R (reasoning) then C (content through the channel machine, or raw); "lw" the
+    # leading whitespace, held until what follows decides (a think open or a response open drops it)
     def start(self, prompt_token_ids: Sequence[int] | None) -> State:
-        return {"h": "", "ph": "R" if self.thinking else "C", "op": False, "sent": False,
+        return {"h": "", "ph": "R" if self.thinking else "C", "op": False, "sent": False, "lw": "",
                 "c": self.channels.start()}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, str]:
@@ -337,15 +337,22 @@ class KimiK3ReasoningParser(ReasoningParser):
             if state["ph"] == "C":
                 rest.append(piece)
             elif head and THINK_CLOSE.fullmatch(piece):
-                state["ph"] = "C"
+                reasoning.append(state["lw"])
+                state["ph"], state["lw"] = "C", ""
             elif head and not state["op"] and THINK_OPEN.fullmatch(piece):
-                state["op"] = True
+                state["op"], state["lw"] = True, ""  # (what came before the open is not reasoning)
             elif head and not state["op"] and not state["sent"] and RESP_OPEN.fullmatch(piece):
                 state["ph"] = "C"  # a response with no think channel: all content
-                rest.append(piece)
+                rest.append(state["lw"] + piece)
+                state["lw"] = ""
+            elif not head and not state["sent"] and not piece.strip() and len(state["lw"] + piece) <= HEAD_CAP:
+                state["lw"] += piece
             else:
-                reasoning.append(piece)
-                state["sent"] = True
+                reasoning.append(state["lw"] + piece)
+                state["sent"], state["lw"] = True, ""
+        if final and state["ph"] == "R":
+            reasoning.append(state["lw"])
+            state["lw"] = ""
         content = self._after(state, "".join(rest), final) if state["ph"] == "C" else ""
         return "".join(reasoning), content
 
@@ -457,10 +464,6 @@ class KimiK3ToolParser(ToolParser):
         if hasattr(request, "spaces_between_special_tokens"):
             request.spaces_between_special_tokens = False
         return request
-
-    def extract_complete(self, text: str, token_ids: Sequence[int]
-                         ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        return extract_calls(text)
 
     def start(self) -> State:
         return self.channels.start()

@@ -19,13 +19,14 @@ engine (core/parsers/engine.py, engine_parsers.py):
   goes back to content (a later block or invoke is parsed again);
 * the arguments are vLLM's `_minimax_m2_arg_converter`: every `<parameter name=...>VALUE` (name
   quoted either way or bare, stripped; an empty name skipped) ended by `</parameter>` or the next
-  `<parameter name=`, the value verbatim, a repeated name keeping its first place and last value,
-  a value never ended dropped; then the tool schema's types (core/parsers/coercion.py).
+  `<parameter name=`, the value verbatim, a value never ended dropped; then the tool schema's
+  types (core/parsers/coercion.py). A name written twice keeps both, in the order written, streaming
+  and not (vLLM: its first place with the last value; README, "vLLM 0.33 bugs we do not follow").
 
 `minimax_m2_append_think` is a classic parser: no reasoning at all, the content is `<think>` +
-the whole output (the template's opening tag given back). Its stream adds the `<think>` to the
-first chunk unless the prompt already closed reasoning (vLLM's stream then never asks it; its
-non-streaming answer does not look at the prompt).
+the whole output (the template's opening tag given back), unless the prompt already closed
+reasoning: vLLM's stream then never asks the parser, and our answer, streaming and not, is the
+output as it is (vLLM's non-streaming answer does not look at the prompt).
 
 Streaming (the shared XML streamer, core/parsers/families/qwen3.py): a string-typed value goes
 out character by character, other values once complete, typed; a parameter whose bare name
@@ -43,7 +44,8 @@ import regex
 from core.parsers.base import ParserContext, ReasoningParser, State
 from core.parsers.engine import Ev, Grammar, Phase
 from core.parsers.engine_parsers import EngineReasoningParser, EngineToolParser
-from core.parsers.families.qwen3 import XmlArgStreamer
+from core.parsers.coercion import tool_properties
+from core.parsers.families.qwen3 import XmlArgStreamer, value_json
 from core.parsers.jsonstream import dumps
 from core.parsers.structural_tag import THINK_EXCLUDES, TagModel, apply_tag_keeping_markers
 
@@ -102,18 +104,21 @@ def _key(match: regex.Match) -> str:
     return (match.group("dq") or match.group("sq") or match.group("bare") or "").strip()
 
 
-def minimax_arguments(raw: str) -> str:
-    """vLLM's `_minimax_m2_arg_converter` on a complete call."""
-    params: dict[str, Any] = {}
-    for m in _PARAM_RE.finditer(raw):
-        key = _key(m)
-        if key:
-            params[key] = m.group("value")
+def minimax_arguments(raw: str, properties: dict[str, Any]) -> str:
+    """vLLM's `_minimax_m2_arg_converter` on a complete call, except that a parameter name written
+    twice keeps both, in the order written (each value typed by the schema), as the stream sends
+    them: a JSON reader keeps the last value, as vLLM's answer does, and nothing the stream sent is
+    taken back (README, "vLLM 0.33 bugs")."""
+    found = [(key, m.group("value")) for m in _PARAM_RE.finditer(raw) if (key := _key(m))]
+    params = dict(found)
+    if len(params) < len(found):
+        return "{" + ", ".join(dumps(key) + ": " + value_json(value, properties.get(key)) for key, value in found) + "}"
     return dumps(params)
 
 
 class MiniMaxArgStreamer(XmlArgStreamer):
     HEAD = _PARAM_HEAD
+    REPEATS_KEPT = True
 
     def key_of(self, match: regex.Match) -> str:
         return _key(match)
@@ -165,7 +170,7 @@ class MiniMaxM2ToolParser(EngineToolParser):
         return apply_tag_keeping_markers(request, self.TAG_MODEL)
 
     def convert_args(self, raw: str, name: str) -> str:
-        return minimax_arguments(raw)
+        return minimax_arguments(raw, tool_properties(self.ctx.tools, name) if self.ctx.tools else {})
 
 
 # -- minimax_m2_append_think -------------------------------------------------------------------
@@ -208,4 +213,6 @@ class MiniMaxM2AppendThinkReasoningParser(ReasoningParser):
 
     def parse_complete(self, text: str, token_ids: Sequence[int],
                        prompt_token_ids: Sequence[int] | None) -> tuple[str | None, str | None]:
-        return None, THINK_START + text  # vLLM's extract_reasoning does not look at the prompt
+        # the prompt read as the stream reads it (vLLM's extract_reasoning does not read it, its
+        # stream does: README, "vLLM 0.33 bugs we do not follow")
+        return None, (THINK_START if self.start(prompt_token_ids)["p"] else "") + text

@@ -132,6 +132,7 @@ class XmlArgStreamer(ArgStreamer):
     place with the last value, which a stream cannot)."""
 
     HEAD: regex.Pattern  # a parameter's head; group 1 the key, the value starts at its end
+    REPEATS_KEPT = False  # whether a repeated key is streamed too (MiniMax: the answer keeps both)
 
     def key_of(self, match: regex.Match) -> str:
         return match.group(1)
@@ -174,7 +175,7 @@ class XmlArgStreamer(ArgStreamer):
                     st["pos"] = m.start()
                     break
                 key = self.key_of(m)
-                if key in st["keys"] or self.unstable(m):
+                if (key in st["keys"] and not self.REPEATS_KEPT) or self.unstable(m):
                     st["stop"] = True
                     break
                 st.update(k=key, vs=m.end(), ep=m.end(), pos=m.end())

@@ -270,6 +270,114 @@ def _repeated_open_reasoning(case: dict[str, Any], theirs: dict[str, Any], ours:
     return theirs == non_streaming_message(swapped, models)  # (its reasoning None: the absent content)
 
 
+def _written_twice(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """DSML, MiniMax M2: a parameter name written twice: ours keeps both as written (vLLM's stream
+    sent the first); a JSON reader of ours reads vLLM's answer (the last value; DSML: a lone
+    wrapper unwrapped)."""
+    from core.parsers.coercion import tool_properties
+    from core.parsers.families.dsml import unwrap
+
+    t, o = theirs["message"], ours["message"]
+    if (not (case["family"].startswith("dsml") or case["tool_parser"] == "minimax_m2")
+            or (t["reasoning"], t["content"]) != (o["reasoning"], o["content"])
+            or [c["name"] for c in t["tool_calls"]] != [c["name"] for c in o["tool_calls"]]):
+        return False
+    twice = False
+    for a, b in zip(t["tool_calls"], o["tool_calls"], strict=True):
+        if a == b:
+            continue
+        pairs = json.loads(b["arguments"], object_pairs_hook=lambda p: p)
+        keys = [k for k, _ in pairs] if isinstance(pairs, list) else []
+        if len(set(keys)) == len(keys) or a["id"] != b["id"]:
+            return False
+        read = json.loads(b["arguments"])
+        inner = (unwrap(read, tool_properties(case["request"].get("tools"), b["name"]))
+                 if case["family"].startswith("dsml") else None)
+        if json.loads(a["arguments"]) not in (read, inner):
+            return False
+        twice = True
+    return twice
+
+
+def _gemma4_prompt_in_open_channel(case: dict[str, Any]) -> bool:
+    """The prompt ends inside an open `<|channel>`: ours starts in reasoning, as vLLM's stream."""
+    prompt = case.get("prompt_text") or ""
+    return bool(case["reasoning_parser"] == "gemma4" and prompt.rfind("<|channel>") > max(
+        prompt.rfind(m) for m in ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")))
+
+
+def _gemma4_rewrites_otherwise(text: str | None) -> bool:
+    """vLLM's answer puts `<|channel>` in front reading the whole text; ours (as vLLM's stream) its start."""
+    from core.parsers.families.gemma4 import opens_channel
+
+    text = text or ""
+    whole = "<|channel>" not in text and ("<channel|>" in text or text.startswith("thought\n") or text == "thought")
+    return whole != opens_channel(text, final=True)
+
+
+def _gemma4_decided_on_the_start(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    if case["family"] != "gemma4":
+        return False
+    # (the tool pass applies the rule again to the content it gets)
+    return (_gemma4_prompt_in_open_channel(case) or _gemma4_rewrites_otherwise(case["text"])
+            or _gemma4_rewrites_otherwise(theirs["message"]["content"])
+            or _gemma4_rewrites_otherwise(ours["message"]["content"]))
+
+
+_K3_HEAD = re.compile(r"<\|(?:open|close)\|>(?:(?!<\|(?:open|close)\|>).)*?<\|sep\|>", re.DOTALL)
+
+
+def _k3_reads_as_streamed(case: dict[str, Any]) -> str | None:
+    """Kimi K3: the shape where vLLM's answer looks ahead and ours is what the stream sends (README,
+    "vLLM 0.33 bugs we do not follow"), or None."""
+    from core.parsers.families.kimi_k3 import (HEAD_CAP, MSG_CLOSE, RESP_CLOSE, RESP_OPEN, THINK_CLOSE, THINK_OPEN,
+                                               TOOLS_OPEN, thinking_enabled)
+
+    if case["family"] != "kimi_k3":
+        return None
+    text = case["text"]
+    if any(len(m.group()) > HEAD_CAP for m in _K3_HEAD.finditer(text)):
+        return "a marker head longer than 1024 characters"
+    rest = text
+    if case["reasoning_parser"] == "kimi_k3" and thinking_enabled(case["chat_template_kwargs"]):
+        t_open, t_close, r_open = THINK_OPEN.search(text), THINK_CLOSE.search(text), RESP_OPEN.search(text)
+        if t_open is not None and t_close is not None and t_close.start() < t_open.start():
+            return "a think close before the first think open"
+        if t_open is not None and text[:t_open.start()].strip():
+            return "text before a think open not at the start"
+        if r_open is not None and t_open is None and (t_close is None or r_open.start() < t_close.start()):
+            if text[:r_open.start()].strip():
+                return "a response open in the reasoning"  # (ours: reasoning on; vLLM: all content)
+            if t_close is not None:
+                return "a response open in the reasoning"  # (ours: all content; vLLM: reasoning to the close)
+        if t_close is not None:
+            rest = text[t_close.end():]
+        elif r_open is None or t_open is not None:
+            return None  # all reasoning
+    r_open, tools = RESP_OPEN.search(rest), TOOLS_OPEN.search(rest)
+    if r_open is None:
+        return None
+    r_close = RESP_CLOSE.search(rest, r_open.end())
+    m_close = MSG_CLOSE.search(rest, r_open.end())
+    if case["tool_parser"] == "kimi_k3" and r_close is None and m_close is not None:
+        until = TOOLS_OPEN.search(rest, m_close.end())
+        if (until.start() if until else len(rest)) - m_close.start() > HEAD_CAP:
+            return "a message close in a response channel never closed, more than 1024 characters after it"
+    if tools is not None and tools.start() < r_open.start():
+        return "a response channel after the tools section"
+    again = RESP_OPEN.search(rest, r_open.end(), r_close.start() if r_close else len(rest))
+    inside = MSG_CLOSE.search(rest, r_open.end(), r_close.start()) if r_close else None
+    if (case["reasoning_parser"] == case["tool_parser"] == "kimi_k3" and (again or inside)
+            and not (case["request"].get("tools") and case["request"].get("tool_choice") != "none")):
+        return "no tools: a response open or a message close inside a response channel"
+    inner = TOOLS_OPEN.search(rest, r_open.end())
+    if case["tool_parser"] == "kimi_k3" and r_close is not None and inner is not None and inner.start() < r_close.start():
+        return "a response channel whose close comes after a tools open"
+    if re.sub(r"<\|close\|>\s*(?:response|message)\s*<\|sep\|>", "", rest[:r_open.start()]).strip():
+        return "text before a later response channel"
+    return None
+
+
 def _unencodable(answer: dict[str, Any]) -> bool:
     return bool(_LONE_SURROGATE.search(json.dumps(answer, ensure_ascii=False)))
 
@@ -313,6 +421,36 @@ VLLM_BUGS = {
         _olmo3_stream_kept,
     "classic composition, no call, past 4096 characters from the first markup: the engine's content":
         _classic_composition_past_hold,
+    "DSML, MiniMax M2: a parameter name written twice keeps both (vLLM's answer: the last in the first's place)":
+        _written_twice,
+    "gemma4: the <|channel> rewrite decided on the start, a prompt inside an open <|channel> read (as vLLM's stream)":
+        _gemma4_decided_on_the_start,
+    "Kimi K3: text before a later response channel (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "text before a later response channel",
+    "Kimi K3: text before a think open not at the start (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "text before a think open not at the start",
+    "Kimi K3: a think close before the first think open (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "a think close before the first think open",
+    "Kimi K3: a response open in the reasoning (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "a response open in the reasoning",
+    "Kimi K3: a response channel after the tools section (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "a response channel after the tools section",
+    "Kimi K3: a response channel whose close comes after a tools open (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "a response channel whose close comes after a tools open",
+    "Kimi K3: a message close in a response channel never closed, more than 1024 characters after it (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == (
+            "a message close in a response channel never closed, more than 1024 characters after it"),
+    "Kimi K3: no tools, a response open or a message close inside a response channel (vLLM unwraps twice; ours once)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == (
+            "no tools: a response open or a message close inside a response channel"),
+    "Kimi K3: a marker head longer than 1024 characters (ours: what the stream sends)":
+        lambda case, theirs, ours: _k3_reads_as_streamed(case) == "a marker head longer than 1024 characters",
+    "minimax_m2_append_think: no <think> in front when the prompt closed reasoning (as vLLM's stream)":
+        lambda case, theirs, ours: (case["reasoning_parser"] == "minimax_m2_append_think"
+                                    and (case.get("prompt_text") or "").rfind("</think>")
+                                    > (case.get("prompt_text") or "").rfind("<think>")
+                                    and theirs["message"]["content"] == "<think>" + (ours["message"]["content"] or "")
+                                    and {**theirs["message"], "content": None} == {**ours["message"], "content": None}),
 }
 
 

@@ -2,8 +2,9 @@
 
 Goldens: tests/core/parsers/golden_frontier/gemma4.json (tests/oracle/record_gemma4.py, in-process,
 on Qwen3's tokenizer with Gemma 4's control tokens: the `gemma4` fixture). The non-streaming
-answers and finish_reason equal vLLM's; any chunking of any output aggregates to them (state
-through orjson between chunks, bounded) but for the documented start-of-output cases; the
+answers and finish_reason equal vLLM's (but for the start-of-output rewrite decided on the start,
+as vLLM's own stream decides it); any chunking of any output aggregates to them (state through
+orjson between chunks, bounded); the
 render-side adjustments and `is_reasoning_end` on Gemma 4 prompts equal vLLM's; adversarial text
 never raises.
 """
@@ -25,11 +26,12 @@ from tests.core.parsers.helpers import chunk_texts, make_parser, stream
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "gemma4.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
-# the start-of-output rewrite looks at the whole output, a stream decides at its start: a
-# `<channel|>` after it without any `<|channel>` before, or a `<|channel>` after a `thought\n`
-# start (core/parsers/README.md)
-STREAM_CANNOT_MATCH = {"closed_without_start__default", "stray_markers__default", "thought_then_channel__default",
-                       "tools_only:closed_without_start__default", "reasoning_only:closed_without_start__default"}
+# vLLM's non-streaming answer rewrites the start of the output looking at all of it (a `<channel|>`
+# later without any `<|channel>`, a `thought\n` start without a later `<|channel>`); ours decides on
+# the start, streaming and not, and is then vLLM's own recorded stream (core/parsers/README.md,
+# "vLLM 0.33 bugs we do not follow")
+VLLM_BUGS = {"closed_without_start__default", "thought_then_channel__default",
+             "tools_only:closed_without_start__default", "reasoning_only:closed_without_start__default"}
 
 
 def test_the_tokenizer_is_the_recorded_one(gemma4):
@@ -41,15 +43,18 @@ def test_the_tokenizer_is_the_recorded_one(gemma4):
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_nonstream_equals_vllm(gemma4, record):
-    assert nonstream_message(gemma4, record) == (record["message"], record["finish_reason"])
+    got, finish = nonstream_message(gemma4, record)
+    if record["case"]["name"] in VLLM_BUGS:
+        theirs = {k: v for k, v in record["vllm_stream"].items() if k != "finish_reason"}
+        assert got != record["message"] and got == theirs
+        return
+    assert (got, finish) == (record["message"], record["finish_reason"])
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["case"]["name"] for r in RECORDS])
 def test_any_chunking_aggregates_to_the_nonstream_answer(gemma4, record):
     expected, _ = nonstream_message(gemma4, record)
-    for i, (got, finish) in enumerate(streamed_messages(gemma4, record, expected)):
-        if record["case"]["name"] in STREAM_CANNOT_MATCH and i != 1:  # (the 2nd is the output in one chunk)
-            continue
+    for got, finish in streamed_messages(gemma4, record, expected):
         assert got == expected
         assert finish == record["finish_reason"] or record["engine_finish_reason"] == "length"
 
@@ -68,16 +73,36 @@ def test_is_reasoning_end_on_gemma4_prompts_equals_vllm(gemma4, name):
     assert parser.is_reasoning_end(recorded["prompt_token_ids"]) == recorded["is_reasoning_end"]
 
 
-def test_a_prompt_inside_an_open_channel_starts_the_stream_in_reasoning(gemma4):
-    """vLLM's adjust_initial_state_from_prompt (streaming only)."""
+def test_a_prompt_inside_an_open_channel_starts_the_output_in_reasoning(gemma4):
+    """vLLM's adjust_initial_state_from_prompt (its stream only; ours, streaming and not), one
+    token per chunk and one chunk."""
     tok = gemma4.tokenizer
-    prompt = tok.encode("<|turn>model\n<|channel>thought\n")
-    ids = tok.encode("Let me see.")
-    agg = stream(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), chunk_texts(gemma4, ids, []), prompt)
-    assert (agg["reasoning"], agg["content"]) == ("Let me see.", "")
-    closed = tok.encode("<|turn>model\n<|channel>thought\n<channel|>")
-    agg = stream(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), chunk_texts(gemma4, ids, []), closed)
-    assert (agg["reasoning"], agg["content"]) == ("", "Let me see.")
+    ids = tok.encode("Let me see.<channel|>Sunny.")
+    for prompt, want in (("<|turn>model\n<|channel>thought\n", ("Let me see.", "Sunny.")),
+                         ("<|turn>model\n<|channel>thought\n<channel|>", (None, "Let me see.Sunny.")),
+                         (None, (None, "Let me see.Sunny."))):
+        prompt_ids = tok.encode(prompt) if prompt else None
+        reasoning, content, _ = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}).parse_complete(
+            tok.decode(ids), ids, prompt_ids)
+        assert (reasoning, content) == want
+        for cuts in ([], list(range(1, len(ids)))):
+            parser = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS})
+            agg = stream(parser, chunk_texts(gemma4, ids, cuts), prompt_ids)
+            assert (agg["reasoning"] or None, agg["content"] or None) == want
+
+
+@pytest.mark.parametrize("text, want", [("Let me think.<channel|>Answer.", (None, "Let me think.Answer.")),
+                                        ("thought\nabc<|channel>x<channel|>y", ("abcx", "y")),
+                                        ("<channel|>Answer.<|channel>x", ("x", "Answer.")),
+                                        ("thoughtful", (None, "thoughtful")), ("thought", (None, None))])
+def test_the_channel_rewrite_is_decided_on_the_start(gemma4, text, want):
+    """Streaming and not (vLLM's own stream decides on its first delta), one token per chunk and one chunk."""
+    ids = gemma4.tokenizer.encode(text)
+    reasoning, content, _ = make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}).parse_complete(text, ids, None)
+    assert (reasoning, content) == want
+    for cuts in ([], list(range(1, len(ids)))):
+        agg = stream(make_parser(gemma4, "gemma4", "gemma4", {"tools": TOOLS}), chunk_texts(gemma4, ids, cuts), None)
+        assert (agg["reasoning"] or None, agg["content"] or None) == want
 
 
 def test_qwen3_tokenizer_is_refused_at_start_up(qwen3):
@@ -95,16 +120,6 @@ PIECES = ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "
           '"', "\\", "x", "."]
 
 
-def _decided_at_start(text: str) -> bool:
-    """Whether the start-of-output rewrite is the same for a stream (see STREAM_CANNOT_MATCH)."""
-    if text.startswith("thought\n") and "<|channel>" in text:
-        return False
-    if "<channel|>" not in text or "<|channel>" in text.split("<channel|>")[0]:
-        return True
-    # a leading `<channel|>` is rewritten by a stream at once, by the answer only without a later `<|channel>`
-    return text.startswith("<channel|>") and "<|channel>" not in text
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), seed=st.integers(0, 2**16),
        kw=st.sampled_from([{}, {"enable_thinking": True}]),
@@ -120,8 +135,6 @@ def test_adversarial_text_streams_to_the_nonstream_answer(gemma4, pieces, seed, 
     cuts = rng.sample(range(1, len(ids)), min(len(ids) - 1, rng.randint(0, 8))) if len(ids) > 1 else []
     agg = stream(make_parser(gemma4, *parsers, request, kw), chunk_texts(gemma4, ids, cuts), None)
     assert agg["max_state"] < 4096 + 4 * len(text)
-    if not _decided_at_start(gemma4.tokenizer.decode(ids)):
-        return
     assert agg["reasoning"] == (reasoning or "")
     assert agg["content"] == (content or "")
     assert [(c["name"], c["arguments"]) for c in agg["tool_calls"]] == \

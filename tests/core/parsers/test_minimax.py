@@ -24,8 +24,12 @@ from hypothesis import strategies as st
 
 from tests.core.parsers.golden_checks import leading_whitespace_kept
 from tests.core.parsers.helpers import chunk_texts, id_shape, make_parser, stream
-from tests.core.parsers.minimax_cases import END, START, TOOLS, W, block, invoke, param
+from tests.core.parsers.minimax_cases import END, START, TOOLS, R, W, block, invoke, param
 
+# a parameter name written twice: vLLM's answer keeps the last value in the first one's place, its
+# stream sent the first and then stops (`{"city": "A", "days": `); ours keeps both as written,
+# streaming and not, which a JSON reader reads as vLLM's answer (core/parsers/README.md, "vLLM 0.33 bugs")
+WRITTEN_TWICE = "duplicate_param"
 GOLDEN = json.loads((Path(__file__).parent / "golden_frontier" / "minimax.json").read_text(encoding="utf-8"))
 RECORDS = GOLDEN["records"]
 # (core/parsers/README.md, "vLLM 0.33 bugs we do not follow") vLLM strips the content's leading
@@ -66,7 +70,7 @@ def explained(expected: dict, got: dict) -> str | None:
     if [(c["id"], c["name"]) for c in got["tool_calls"]][:len(want)] != want:
         return None
     # each call's arguments: the stream sent part of a value never ended (not JSON then, or JSON
-    # with that value), or a repeated name's first value (the answer has the last in its place)
+    # with that value)
     for a, b in zip(expected["tool_calls"], got["tool_calls"]):
         if a["arguments"] == b["arguments"]:
             continue
@@ -87,6 +91,13 @@ def test_nonstream_equals_vllm(minimax, record):
     if record["case"]["name"].split("__")[0] in LEADING_WS and got != record["message"]:
         assert leading_whitespace_kept(got, record["message"])
         got = record["message"]
+    if record["case"]["name"].startswith(WRITTEN_TWICE):
+        theirs = record["message"]
+        assert got != theirs and (got["reasoning"], got["content"]) == (theirs["reasoning"], theirs["content"])
+        assert [json.loads(c["arguments"]) for c in got["tool_calls"]] == \
+            [json.loads(c["arguments"]) for c in theirs["tool_calls"]]
+        assert all(c["arguments"] == '{"city": "A", "days": 1, "city": "B"}' for c in got["tool_calls"])
+        return
     assert got == record["message"]
     assert parser.resolve_finish_reason(record["engine_finish_reason"], bool(got["tool_calls"])) == \
         record["finish_reason"]
@@ -118,20 +129,25 @@ def test_any_chunking_aggregates_to_the_nonstream_answer(minimax, record):
 
 
 # outputs whose stream sent part of a call that then turned malformed (the README's first case)
-MALFORMED = {"duplicate_param", "unclosed_last_param", "truncated_value", "truncated_invoke"}
+MALFORMED = {"unclosed_last_param", "truncated_value", "truncated_invoke"}
 
 
-def test_append_think_stream_honours_a_prompt_that_closed_reasoning(minimax):
-    """vLLM's stream never asks the parser when the prompt closed reasoning: no `<think>` then."""
+def test_append_think_honours_a_prompt_that_closed_reasoning(minimax):
+    """vLLM's stream never asks the parser when the prompt closed reasoning: no `<think>` then;
+    our non-streaming answer reads the prompt the same way (vLLM's does not: README)."""
     tok = minimax.tokenizer
     closed, opened = tok.encode("<think>\nx</think>\n\n"), tok.encode("<think>\n")
-    for prompt, content in ((closed, "Answer."), (opened, "<think>Answer."), (None, "<think>Answer.")):
+    ids = tok.encode("Answer. <minimax:tool_call>")
+    for prompt, content in ((closed, "Answer. <minimax:tool_call>"), (opened, "<think>Answer. <minimax:tool_call>"),
+                            (None, "<think>Answer. <minimax:tool_call>")):
         parser = make_parser(minimax, "minimax_m2_append_think", None, {})
-        agg = stream(parser, chunk_texts(minimax, tok.encode("Answer."), []), prompt)
-        assert (agg["reasoning"], agg["content"]) == ("", content)
+        assert parser.parse_complete(tok.decode(ids), ids, prompt)[:2] == (None, content)
+        for cuts in ([], list(range(1, len(ids)))):
+            parser = make_parser(minimax, "minimax_m2_append_think", None, {})
+            agg = stream(parser, chunk_texts(minimax, ids, cuts), prompt)
+            assert (agg["reasoning"], agg["content"]) == ("", content)
     parser = make_parser(minimax, "minimax_m2_append_think", None, {})
     assert parser.is_reasoning_end(closed) and not parser.is_reasoning_end(opened)
-    assert parser.parse_complete("Answer.", [], closed)[:2] == (None, "<think>Answer.")
 
 
 def test_reasoning_ends_at_think_end_or_block(minimax):
@@ -219,3 +235,21 @@ def test_state_is_bounded_and_feed_cost_flat(minimax):
     assert max(sizes) < 6000, max(sizes)
     n = len(costs) // 10
     assert sorted(costs[-n:])[n // 2] < sorted(costs[:n])[n // 2] * 5 + 20e-6
+
+
+@pytest.mark.parametrize("args", [({"days": "3", "city": "A"}, '{"days": 3, "city": "A", "days": 4}'),
+                                  ({"s": "x"}, '{"s": "x", "s": "4"}')])
+def test_a_parameter_name_written_twice_streams_the_non_streaming_answer(minimax, args):
+    """Both values kept as written (the second typed by the schema too), one token per chunk or one chunk."""
+    first, want = args
+    tool = "get_weather" if "days" in first else "set_config"
+    again = param(next(iter(first)), "4")
+    text = R + block(invoke(tool, first).replace("\n</invoke>", "\n" + again + "\n</invoke>"))
+    ids = minimax.tokenizer.encode(text)
+    parser = make_parser(minimax, "minimax_m2", "minimax_m2", {"tools": TOOLS})
+    _, content, calls = parser.parse_complete(text, ids, None)
+    assert [c["function"]["arguments"] for c in calls] == [want]
+    for cuts in (list(range(1, len(ids))), []):
+        parser = make_parser(minimax, "minimax_m2", "minimax_m2", {"tools": TOOLS})
+        agg = stream(parser, chunk_texts(minimax, ids, cuts), None)
+        assert (agg["content"] or None, _calls(agg)[0]["arguments"]) == (content, want)
