@@ -120,7 +120,7 @@ class ResponsesCall:
         self.frame = ResponsesFrame(req, sampling, model=state.model.name, created_at=int(time.time()),
                                     tool_names=rendered.tool_names)
         self.counter = ReasoningCounter(parser)
-        self.input = [*prior, *input_items(req)]
+        self.prior = prior  # the stored items this request continues (the record's input starts with them)
         # gpt-oss: the prompt's Harmony messages; the output's are added once answered (the store
         # keeps both for a continuation, as vLLM's msg_store)
         self.harmony = rendered.harmony_messages
@@ -137,7 +137,9 @@ class ResponsesCall:
         return ResponsesStream(self.session, self.frame, self.counter)
 
     def record(self, response: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
-        record = {"id": response["id"], "response": response, "input": self.input, "owner": owner}
+        # the input items are dumped only for the store, after the answer (not on the way to it)
+        record = {"id": response["id"], "response": response, "input": [*self.prior, *input_items(self.req)],
+                  "owner": owner}
         if self.harmony is not None:
             record["harmony"] = dump_messages([*self.harmony, *self.harmony_output])
         return record

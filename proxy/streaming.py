@@ -28,6 +28,7 @@ from core.derender.adapters.sse import Collector, StreamWriter
 from core.derender.session import EngineOutputError
 from core.engine_request import engine_body
 from core.errors import RequestError
+from core.stop import normalize_stop
 from proxy import lifecycle
 from proxy import trace_context
 from proxy.app import STATE
@@ -194,6 +195,24 @@ class _Keepalive:
         if not self.task.done():
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def stream_one(request: web.Request, run: EngineRun, gen: dict[str, Any],
+                     make_writer: Callable[[], StreamWriter]) -> web.StreamResponse:
+    """Stream one prompt's engine output: the engine request goes out first, and `make_writer` (the
+    derender session, its parsers, the writer and its head: nothing the engine request needs) runs
+    while the engine computes the first token. The one check the session makes of the request,
+    the stop strings' bound, is made here first: a 400 before the engine is called."""
+    normalize_stop(gen["sampling_params"].get("stop"))
+    made: list[tuple[StreamWriter, list[bytes]]] = []
+
+    def prepare() -> None:
+        writer = make_writer()
+        made.append((writer, writer.head()))
+
+    source = await run.open(engine_body(gen, stream=True), gen["token_ids"], while_waiting=prepare)
+    writer, head = made[0]
+    return await write_stream(request, run, [source], writer, head)
 
 
 def _keepalive(resp: web.StreamResponse, writer: StreamWriter) -> _Keepalive | None:

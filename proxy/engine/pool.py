@@ -35,7 +35,7 @@ import math
 import zlib
 from array import array
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +353,8 @@ class EnginePool:
 
     async def open_stream(self, request: dict[str, Any], prompt_ids: Sequence[int] | None = None, *,
                           group: Hashable | None = None, prefer: Engine | None = None,
-                          max_event_bytes: int | None = None) -> tuple[EngineStream, dict[str, Any] | None]:
+                          max_event_bytes: int | None = None, while_waiting: Callable[[], None] | None = None
+                          ) -> tuple[EngineStream, dict[str, Any] | None]:
         """Start a stream and read its first event, retrying once elsewhere on an early failure.
 
         Returns the stream and its first event (None for a stream that ended at once). The slot
@@ -367,7 +368,10 @@ class EnginePool:
 
         `prefer`: the engine to use if it can take the request now or first frees a slot (a
         retry goes elsewhere as usual). `max_event_bytes`: the most one event of this request may
-        hold (`proxy.engine.sse.event_bytes_bound`)."""
+        hold (`proxy.engine.sse.event_bytes_bound`). `while_waiting`: called once, as soon as an
+        engine accepted the request, before its first event is awaited: the caller's own work that
+        the engine request does not need (its time then overlaps the engine's time to first token);
+        if it raises, the engine request is aborted."""
         tried: list[Engine] = []
         last: EngineError | None = None
         for _ in range(2):
@@ -390,6 +394,9 @@ class EnginePool:
                 raise
             stream.on_close(lambda slot=slot, stream=stream: self._release(slot, stream.error, stream.completed))
             try:
+                if while_waiting is not None:
+                    hook, while_waiting = while_waiting, None  # once, even if a retry follows
+                    hook()
                 first = await stream.next()
             except EngineError as exc:  # the stream released its slot and recorded the failure on close
                 stream.abort()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -97,14 +97,17 @@ class EngineRun:
             self.metrics.observe_overhead(self._engine_called - self._arrival + time.perf_counter() - self._first_token)
         self._first_token = None
 
-    async def open(self, body: dict[str, Any], prompt_ids: Sequence[int], prefer: Engine | None = None
-                   ) -> tuple[EngineStream, dict | None]:
+    async def open(self, body: dict[str, Any], prompt_ids: Sequence[int], prefer: Engine | None = None,
+                   while_waiting: Callable[[], None] | None = None) -> tuple[EngineStream, dict | None]:
+        """Open one engine stream and read its first event; `while_waiting` runs once the engine
+        accepted the request, before that event is awaited (`EnginePool.open_stream`)."""
         self.calling_engine()
         try:
             # one group: the engine requests of one client request (several prompts) are admitted
             # together, so a request never holds slots while it queues for its own other prompts
             stream, first = await self.pool.open_stream(body, prompt_ids, group=self, prefer=prefer,
-                                                        max_event_bytes=output_bound(body))
+                                                        max_event_bytes=output_bound(body),
+                                                        while_waiting=while_waiting)
         except EngineError as exc:
             raise client_error(exc) from None
         self.streams.append(stream)

@@ -29,7 +29,7 @@ from core.derender.adapters import messages as adapter
 from core.derender.adapters.messages import MessageCollector, MessagesStream
 from core.derender.session import DerenderSession
 from core.derender.spec import OutputSpec
-from core.engine_request import engine_body, max_tokens
+from core.engine_request import max_tokens
 from core.errors import RequestError
 from core.protocol.messages import AnthropicCountTokensRequest, AnthropicMessagesRequest, anthropic_error_body
 from core.render_messages import MessagesRenderer, count_tokens_body, request_size
@@ -37,7 +37,7 @@ from proxy.app import STATE, AppState
 from proxy.engine.pool import pool_of
 from proxy.engine.run import EngineRun
 from proxy.http import answer_errors, json_response, read_json_object, validate
-from proxy.streaming import collect, write_stream
+from proxy.streaming import collect, stream_one
 
 MESSAGES_RENDERER = "messages_renderer"
 
@@ -77,18 +77,21 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     rendered = await state.run_cpu(request_size(req), messages_renderer(state).render, req,
                                    request.headers.get("X-Request-Id"))
     gen, chat = rendered.generate_request, rendered.chat_request
-    spec = OutputSpec.for_chat(settings, chat, gen["sampling_params"], settings.parser_for(chat), max_tokens(gen))
     prompt_ids: list[int] = gen["token_ids"]
-    session = DerenderSession(spec, [prompt_ids], 1)
     run = EngineRun(request, pool_of(request.app))
     run.count(len(prompt_ids), 0)
     # vLLM's message id is its chat completion's (chatcmpl-...)
     shape = {"message_id": gen["request_id"], "model": model.name}
-    if req.stream:
-        writer = MessagesStream(session, ping_interval=adapter.PING_INTERVAL, **shape)
-        head = writer.head()  # made before the engine is called, not on the way to the first token
-        source = await run.open(engine_body(gen, stream=True), prompt_ids)
-        return await write_stream(request, run, [source], writer, head)
+
+    def new_session() -> DerenderSession:
+        spec = OutputSpec.for_chat(settings, chat, gen["sampling_params"], settings.parser_for(chat), max_tokens(gen))
+        return DerenderSession(spec, [prompt_ids], 1)
+
+    if req.stream:  # the session is made while the engine computes the first token
+        return await stream_one(request, run, gen, lambda: MessagesStream(
+            new_session(), ping_interval=adapter.PING_INTERVAL, **shape))
+    session = new_session()
+    spec = session.spec
     collector = MessageCollector(session, **shape)
     try:
         # stop sequences read the engine stream to cut it short

@@ -31,7 +31,7 @@ from proxy.engine.client import EngineStream
 from proxy.engine.pool import pool_of
 from proxy.engine.run import EngineRun, all_or_none, client_error, output_error
 from proxy.http import json_response, read_json_object, validate
-from proxy.streaming import SSE_HEADERS, SSEResponse, client_gone, collect, write_stream
+from proxy.streaming import SSE_HEADERS, SSEResponse, client_gone, collect, stream_one, write_stream
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -44,18 +44,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                               request.headers.get("X-Request-Id"))
     pool = pool_of(request.app)
     sampling = gen["sampling_params"]
-    spec = OutputSpec.for_chat(settings, req, sampling, settings.parser_for(req), max_tokens(gen))
     prompt_ids: list[int] = gen["token_ids"]
-    session = DerenderSession(spec, [prompt_ids], int(sampling.get("n") or 1))
     run = EngineRun(request, pool)
     run.count(len(prompt_ids), 0)
     shape = {"request_id": gen["request_id"], "created": int(time.time()), "model": model.name}
-    if req.stream:
-        writer = ChatStream(session, req, prompt_token_ids=prompt_ids, reasoning_field=settings.reasoning_field,
-                            **shape)
-        head = writer.head()  # made before the engine is called, not on the way to the first token
-        source = await run.open(engine_body(gen, stream=True), prompt_ids)
-        return await write_stream(request, run, [source], writer, head)
+
+    def new_session() -> DerenderSession:
+        spec = OutputSpec.for_chat(settings, req, sampling, settings.parser_for(req), max_tokens(gen))
+        return DerenderSession(spec, [prompt_ids], int(sampling.get("n") or 1))
+
+    if req.stream:  # the session is made while the engine computes the first token
+        return await stream_one(request, run, gen, lambda: ChatStream(
+            new_session(), req, prompt_token_ids=prompt_ids, reasoning_field=settings.reasoning_field, **shape))
+    session = new_session()
+    spec = session.spec
     # stop strings read the engine stream to cut it short; prompt logprobs exist only in the full answer
     use_stream = bool(spec.text.stop) and sampling.get("prompt_logprobs") is None
     try:

@@ -22,7 +22,7 @@ import logging
 from aiohttp import web
 from pydantic import ValidationError
 
-from core.engine_request import engine_body
+from core.derender.adapters.sse import StreamWriter
 from core.errors import RequestError, validation_error
 from core.protocol.responses import ResponsesRequest
 from core.render import check_model
@@ -35,7 +35,7 @@ from proxy.background import BACKGROUND, STREAM_LOGS, follow, start_background
 from proxy.responses_call import (ACTIVE, NO_BACKGROUND, STORE, ResponsesCall, harmony_history_of, keep_record,
                                   prior_items_of, stored, not_found, store_of)
 from proxy.store import open_store
-from proxy.streaming import write_stream
+from proxy.streaming import stream_one
 
 log = logging.getLogger("derender_proxy.responses")
 STATELESS = "previous_response_id is not supported by the stateless render endpoint."
@@ -83,20 +83,28 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         prior_items, prior = await prior_items_of(request, req)
     rendered = await state.run_cpu(request_size(req), functools.partial(
         render_responses, state.model, state.render, req, prior_items=prior_items, harmony_history=history))
-    call = ResponsesCall(request, req, rendered, prior)
+    gen = rendered.generate_request
     run = EngineRun(request, pool_of(request.app))
-    run.count(len(call.gen["token_ids"]), 0)
+    run.count(len(gen["token_ids"]), 0)
     keep = store is not None and req.store
+    if req.stream and not req.background:
+        # the call (session, frame, writer, head) is made while the engine computes the first token
+        made: list[tuple[ResponsesCall, StreamWriter]] = []
+
+        def new_writer() -> StreamWriter:
+            call = ResponsesCall(request, req, rendered, prior)
+            made.append((call, call.writer()))
+            return made[0][1]
+
+        resp = await stream_one(request, run, gen, new_writer)
+        call, writer = made[0]
+        final = getattr(writer, "final", None)  # the response the stream ended with
+        if keep and final is not None:
+            await keep_record(store, call.record(final))
+        return resp
+    call = ResponsesCall(request, req, rendered, prior)
     if req.background:
         return await start_background(request, call, run, store)
-    if req.stream:
-        writer = call.writer()
-        head = writer.head()
-        source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])
-        resp = await write_stream(request, run, [source], writer, head)
-        if keep and writer.final is not None:
-            await keep_record(store, call.record(writer.final))
-        return resp
     response = await call.generate(request, run)
     if keep:
         await keep_record(store, call.record(response))

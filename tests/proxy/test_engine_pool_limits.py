@@ -691,3 +691,29 @@ def test_front_door_503s_from_the_pool_say_when_to_retry(stacks):
     assert post_raw(stack.base_url + "/completions", {"model": "tiny-qwen3", "prompt": "Hi"})[0] == 502
     status, headers, _ = post_raw(stack.base_url + "/completions", {"model": "tiny-qwen3", "prompt": "Hi"})
     assert status == 503 and 25 <= int(headers.get("retry-after", "0")) <= 30  # until the cooldown ends
+
+
+# -- work done while the engine computes the first token ---------------------------------------
+
+async def test_while_waiting_runs_once_after_the_engine_accepted_the_request(start_engine, engine_http):
+    server = await start_engine()
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10)
+    seen: list[list[str]] = []
+    stream, first = await pool.open_stream(gen_request("w"), while_waiting=lambda: seen.append(seen_ids(server)))
+    assert seen == [["w"]]  # once, and the engine had the request by then
+    assert first is not None and first["choices"]
+    await drain(stream)
+
+
+async def test_a_failing_while_waiting_aborts_the_engine_request_and_frees_its_slot(start_engine, engine_http):
+    server = await start_engine(faults=Faults(stall_after=2))
+    pool = EnginePool([url(server)], engine_http, max_concurrency=1, queue_timeout=10)
+
+    def fail() -> None:
+        raise RuntimeError("the caller's own work failed")
+
+    with pytest.raises(RuntimeError):
+        await pool.open_stream(gen_request("x"), while_waiting=fail)
+    await until(lambda: any(a.endswith("x") for a in state(server).aborted_ids()))  # (ids may carry a prefix)
+    other, _ = await pool.open_stream(gen_request("y"))  # the slot is free again
+    other.abort()
