@@ -431,6 +431,11 @@ class ChatOutputParser:
             return None, rest or None
         if self.tools.engine_based and content:
             # classic composition: the text as written (`rest` too), or past the stream's hold
-            # bound the engine's content (core/parsers/engine_parsers.py, MAX_RAW_HOLD)
+            # bound the engine's content (core/parsers/engine_parsers.py, MAX_RAW_HOLD). Content
+            # that is only whitespace went out as it came unless the grammar holds whitespace back
+            # (then neither sends it): written as it came, as vLLM's answer has it
+            holds = getattr(getattr(self.tools, "grammar", None), "strip_content_whitespace_with_tools", False)
+            if not content.strip() and not (rest or "").strip() and not holds:
+                return None, content
             return None, rest
         return None, content

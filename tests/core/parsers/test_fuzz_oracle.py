@@ -454,6 +454,18 @@ VLLM_BUGS = {
 }
 
 
+def _explained(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> str | None:
+    """The documented vLLM bug that makes our answer differ from vLLM's, or None. One answer may
+    show two: the leading whitespace of the content kept, and another (a parameter written twice,
+    ...): the other is looked for with vLLM's content in ours (counted under it)."""
+    reason = next((name for name, applies in VLLM_BUGS.items() if applies(case, theirs, ours)), None)
+    mine, vllm = ours["message"], theirs["message"]
+    if (reason is None and case["tool_parser"] in _STRIPPING and mine["content"] and vllm["content"]
+            and mine["content"] != vllm["content"] and mine["content"].lstrip() == vllm["content"]):
+        return _explained(case, theirs, {**ours, "message": {**mine, "content": vllm["content"]}})
+    return reason
+
+
 INTERNLM_RAISES = "internlm: vLLM's parser raises (a second marker, invalid JSON, no name); ours is all content"
 
 
@@ -491,7 +503,7 @@ def test_non_streaming_equals_vllm(parser_models, parser_model_dirs, tmp_path):
         if ours == theirs:
             counts["equal"] += 1
             continue
-        reason = next((name for name, applies in VLLM_BUGS.items() if applies(case, theirs, ours)), None)
+        reason = _explained(case, theirs, ours)
         if reason is None:
             unexplained.append((case, theirs, ours))
         else:
