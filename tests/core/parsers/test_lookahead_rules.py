@@ -63,6 +63,10 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     ("olmo3 call spanning lines", "olmo3", None, "olmo3", 'get_weather(city="Paris"\n)', None,
      'get_weather(city="Paris"\n)', []),
     ("olmo3 call list", "olmo3", None, "olmo3", f"\n{OLMO}\n{OLMO}\n", None, None, PARIS * 2),
+    # k2_horizon behind its classic reasoning: a content of whitespace alone is sent as it comes and
+    # kept (as vLLM's answer: the content as written)
+    ("k2_horizon whitespace content", "k2_horizon", "k2_horizon", "k2_horizon",
+     "<ifm|think>r</ifm|think>\r\n\r\n", "r", "\r\n\r\n", []),
     ("mistral pre-v11 call", "mistral3", None, "mistral",
      'Let me see. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', None, "Let me see. ",
      PARIS),
