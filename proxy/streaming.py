@@ -125,7 +125,8 @@ async def pump(request: web.Request, run: EngineRun, sources: Sequence[tuple[Eng
 async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[tuple[EngineStream, dict | None]],
                        writer: StreamWriter, head: list[bytes] | None = None) -> web.StreamResponse:
     """Stream the engine's output to the client through `writer` (see the module docstring).
-    `head`: the writer's first events, when the caller made them before calling the engine."""
+    `head`: the writer's first events, when the caller made them already (`stream_one`: while the
+    engine computed the first token)."""
     resp = SSEResponse(headers=SSE_HEADERS)
     try:
         await resp.prepare(request)

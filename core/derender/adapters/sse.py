@@ -1,8 +1,8 @@
 """Server-sent events: the framing every streamed API shares, and the writers' contract.
 
 The proxy has one SSE loop for every streamed API (`proxy.streaming`). It asks a `StreamWriter`
-for the bytes to send: `head()` before the first token (made before the engine is called, so
-they cost nothing on the way to the first token), `feed(prompt, events)` per batch of engine
+for the bytes to send: `head()` before the first token (made while the engine computes it, so it
+costs nothing on the way to the first token), `feed(prompt, events)` per batch of engine
 events of one prompt, and `close(error)` for the last events. A writer owns the request's
 `DerenderSession`, which says what to abort; everything a writer does is sans-IO.
 """
