@@ -4,7 +4,8 @@
     v31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 
 vLLM's non-streaming rule (`extract_complete`, exact): with `<｜tool▁calls▁begin｜>` in the text,
-every complete call envelope found by its regex is a call whose arguments are the raw text
+every complete call envelope found by its regex from that marker on is a call (vLLM searches the
+whole text: one before the marker, sent as content by the stream, is not taken back here) whose arguments are the raw text
 (no JSON re-serialization), and content is the text before the block (v3 adds the text after
 the last `<｜tool▁calls▁end｜>`); the marker alone means tools were called (whitespace-only
 content is dropped). Incomplete envelopes are not calls; a v3 envelope of another type than
@@ -13,7 +14,8 @@ content is dropped). Incomplete envelopes are not calls; a v3 envelope of anothe
 Streaming: a small phase machine over the markers. The name goes out when the header is
 complete (a header must sit on one line), then the raw arguments stream as generated, holding
 back only a possible start of the closing marker. The block's text is kept until a call goes
-out: a complete envelope of another type before that makes it all content, as vLLM. An envelope
+out: a complete envelope of another type before that makes it all content, as vLLM; one that never
+ends is no call, and (v3) the text after the last `<｜tool▁calls▁end｜>` is content. An envelope
 cut off by the end of output, or another type after a call went out, cannot be taken back (vLLM's
 stream sends it too); the non-streaming answer drops it (README).
 """
@@ -68,7 +70,8 @@ class _DeepSeekToolParser(ToolParser):
     def start(self) -> State:
         # h: held partial marker; n: calls sent; hd: header text; raw: the block's text, kept
         # until a call goes out (a later call of another type makes it all content)
-        return {"ph": self.CONTENT, "h": "", "n": 0, "hd": "", "raw": None}
+        # tl: in OTHER, the text after the last `<｜tool▁calls▁end｜>` (None: none seen)
+        return {"ph": self.CONTENT, "h": "", "n": 0, "hd": "", "raw": None, "tl": None}
 
     def feed(self, state: State, text: str, token_ids: Sequence[int]) -> tuple[str, list[ToolCallDelta]]:
         if state["ph"] == self.PLAIN:
@@ -142,10 +145,12 @@ class _DeepSeekToolParser(ToolParser):
             elif ph == self.OTHER:
                 at = buf.find(self.ARGS_END, pos)
                 if at == -1:
-                    keep = partial_suffix(buf[pos:], (self.ARGS_END,))
+                    keep = partial_suffix(buf[pos:], (self.ARGS_END, CALLS_END))
+                    self._track_after_block(state, buf[pos:len(buf) - keep])
                     state["h"] = buf[len(buf) - keep:]
                     break
                 pos = at + len(self.ARGS_END)
+                state["tl"] = None
                 if state["raw"] is not None and state["n"] == 0:
                     # vLLM's answer is then the whole text: the block held so far goes out as content
                     content.append(state["raw"])
@@ -167,6 +172,18 @@ class _DeepSeekToolParser(ToolParser):
             state["raw"] = state["raw"][:len(state["raw"]) - len(state["h"])]
         return "".join(content), merge_tool_deltas(out)
 
+    def _track_after_block(self, state: State, text: str) -> None:
+        """While another type's envelope waits for its end, keep the text after the last
+        `<｜tool▁calls▁end｜>`: if the envelope never ends, vLLM's regex finds no call there and
+        its answer (v3) has that text as content after the block."""
+        if not self.CONTENT_AFTER_BLOCK:
+            return
+        at = text.rfind(CALLS_END)
+        if at != -1:
+            state["tl"] = text[at + len(CALLS_END):]
+        elif state.get("tl") is not None:
+            state["tl"] += text
+
     def tools_called(self, state: State) -> bool:
         return state["ph"] != self.CONTENT  # vLLM: the block marker alone means tools were called
 
@@ -183,6 +200,8 @@ class _DeepSeekToolParser(ToolParser):
             content = held
         elif ph == self.ARGS and held:
             out.append({"index": state["n"], "function": {"arguments": held}})
+        elif ph == self.OTHER and state.get("tl") is not None:
+            content = state["tl"] + held  # (held: a proper prefix of a marker, so text)
         return content, out
 
 
@@ -214,7 +233,9 @@ class DeepSeekV3ToolParser(_DeepSeekToolParser):
         if CALLS_BEGIN not in text:
             return None, text
         calls = []
-        for m in V3_CALL.finditer(text):
+        # (from the block marker on: an envelope before it went out as content in the stream; vLLM's
+        # answer, searching the whole text, takes it back: README, "vLLM 0.33 bugs we do not follow")
+        for m in V3_CALL.finditer(text, text.find(CALLS_BEGIN)):
             if m.group("type") != "function":
                 return None, text  # vLLM: a ToolCall of another type fails validation
             calls.append({"id": None, "name": m.group("name"), "arguments": m.group("args")})
@@ -239,6 +260,7 @@ class DeepSeekV31ToolParser(_DeepSeekToolParser):
                          ) -> tuple[list[dict[str, Any]] | None, str | None]:
         if CALLS_BEGIN not in text:
             return None, text
-        calls = [{"id": None, "name": m.group("name"), "arguments": m.group("args")} for m in V31_CALL.finditer(text)]
+        calls = [{"id": None, "name": m.group("name"), "arguments": m.group("args")}
+                 for m in V31_CALL.finditer(text, text.find(CALLS_BEGIN))]  # (from the marker on, as v3)
         content = text[:text.find(CALLS_BEGIN)]
         return calls, content or None

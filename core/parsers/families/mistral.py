@@ -14,7 +14,8 @@ vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
   empty one included); content is the text before the first call, stripped;
 * otherwise (pre-v11, vLLM's legacy path, no engine): `[TOOL_CALLS]` then a JSON list of
   `{"name", "arguments"}` objects (or one object); string arguments are kept as they are, others
-  are re-serialized; without a valid call the content is the JSON text after the marker; with
+  are re-serialized (vLLM also reads a `[{...}]` found after other text: here only when the
+  output is held whole, "required" or a named tool; otherwise the stream sent that text); without a valid call the content is the JSON text after the marker; with
   "required" or a named tool a bare array without the marker is accepted.
 Tool call ids are 9 random alphanumeric characters. In `--tokenizer-mode mistral`
 (core/renderers/mistral.py) the same rules read the text of Mistral's own decoding; from Tekken v11
@@ -271,7 +272,11 @@ class MistralToolParser(EngineToolParser):
         try:
             parsed, _ = _DECODER.raw_decode(body)
         except ValueError:
-            found = _LIST_RE.findall(body)
+            # vLLM then looks for a `[{...}]` anywhere in the body. A forced output is held whole,
+            # so the stream answers the same; otherwise the stream has sent the text in front of
+            # it as content by then, and it is no call here either (README, "vLLM 0.33 bugs we do
+            # not follow")
+            found = _LIST_RE.findall(body) if self._forced() else None
             try:
                 parsed = json.loads(found[0]) if found else None
             except ValueError:

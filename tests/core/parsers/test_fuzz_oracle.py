@@ -205,6 +205,35 @@ def _mistral_text_before_marker_kept(case: dict[str, Any], theirs: dict[str, Any
             and o["content"] == before + (t["content"] or ""))
 
 
+def _mistral_list_after_text(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """mistral pre-v11: the body after `[TOOL_CALLS]` is no JSON value, a `[{...}]` in it is: vLLM's
+    calls; ours none, the text as content."""
+    t, o, text = theirs["message"], ours["message"], case["text"]
+    if case["tool_parser"] != "mistral" or case["tokenizer"] != "mistral3" or "[TOOL_CALLS]" not in text:
+        return False
+    body = next((s.strip() for s in text.split("[TOOL_CALLS]")[1:] if s.strip()), "")
+    try:
+        json.JSONDecoder().raw_decode(body)
+        return False
+    except ValueError:
+        pass
+    return (bool(t["tool_calls"]) and not o["tool_calls"] and t["reasoning"] == o["reasoning"]
+            and re.search(r"\[{.*}\]", body, re.DOTALL) is not None)
+
+
+def _deepseek_envelope_before_marker(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """deepseek: vLLM has calls in front of ours, each one's header written in the content both
+    answers share (the text before the block marker)."""
+    t, o = theirs["message"], ours["message"]
+    extra = len(t["tool_calls"]) - len(o["tool_calls"])
+    v3 = case["tool_parser"] == "deepseek_v3"
+    return (case["tool_parser"] in ("deepseek_v3", "deepseek_v31") and extra > 0
+            and (t["reasoning"], t["content"]) == (o["reasoning"], o["content"])
+            and t["tool_calls"][extra:] == o["tool_calls"]
+            and all((f"<｜tool▁sep｜>{c['name']}\n```json\n" if v3 else f"{c['name']}<｜tool▁sep｜>") in (o["content"] or "")
+                    for c in t["tool_calls"][:extra]))
+
+
 def _olmo3_stream_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
     """olmo3 tools: ours keeps as content what both streams send as content, the text before a
     block of calls, or a call list without the tags with a line that is no call by itself."""
@@ -417,6 +446,10 @@ VLLM_BUGS = {
         _phi4_text_before_kept,
     "mistral pre-v11: the text before [TOOL_CALLS] stays when no valid call follows (vLLM keeps the rest)":
         _mistral_text_before_marker_kept,
+    "mistral pre-v11: a call list after other text behind [TOOL_CALLS] is content (vLLM's regex finds it)":
+        _mistral_list_after_text,
+    "deepseek: a call envelope before the block marker is content, as both streams send it":
+        _deepseek_envelope_before_marker,
     "olmo3 tools: the text before a block of calls, a call list without tags with a line no call by itself":
         _olmo3_stream_kept,
     "classic composition, no call, past 4096 characters from the first markup: the engine's content":

@@ -29,6 +29,10 @@ STEP3 = step3_cases.block(step3_cases.call("get_weather", {"city": "Paris"}))
 OLMO = 'get_weather(city="Paris")'
 LLAMA = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
 PARIS = [("get_weather", '{"city": "Paris"}')]
+LLAMA_ARGS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+V31_PING = "<｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+V3_PING = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>ping\n```json\n{}\n```<｜tool▁call▁end｜>"
+DS_BLOCK = "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>"
 
 # (id, tokenizer, reasoning parser, tool parser, output, reasoning, content, calls (name, arguments))
 CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[tuple[str, str]]]] = [
@@ -67,6 +71,16 @@ CASES: list[tuple[str, str, str | None, str, str, str | None, str | None, list[t
     # kept (as vLLM's answer: the content as written)
     ("k2_horizon whitespace content", "k2_horizon", "k2_horizon", "k2_horizon",
      "<ifm|think>r</ifm|think>\r\n\r\n", "r", "\r\n\r\n", []),
+    # mistral pre-v11: a call list after other text behind [TOOL_CALLS] is content (vLLM's regex
+    # finds it; its stream sends nothing after the marker)
+    ("mistral pre-v11 list after text", "mistral3", None, "mistral", f"Hi [TOOL_CALLS] ok [{LLAMA_ARGS}]", None,
+     f"Hi ok [{LLAMA_ARGS}]", []),
+    # deepseek: a complete envelope before the block marker is no call (vLLM's answer finds it,
+    # its stream sends it as content)
+    ("deepseek_v31 envelope before the marker", "deepseek", None, "deepseek_v31", f"A{V31_PING}B{DS_BLOCK}", None,
+     f"A{V31_PING}B", []),
+    ("deepseek_v3 envelope before the marker", "deepseek", None, "deepseek_v3", f"A{V3_PING}B{DS_BLOCK} C", None,
+     f"A{V3_PING}B C", []),
     ("mistral pre-v11 call", "mistral3", None, "mistral",
      'Let me see. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', None, "Let me see. ",
      PARIS),
