@@ -468,6 +468,7 @@ def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
            "--paced-delay-ms", str(args.paced_delay_ms),
            "--paced-requests-per-level", str(args.paced_requests_per_level),
            "--paced-min-requests", str(args.paced_min_requests), "--rounds", str(args.rounds),
+           "--min-requests", str(args.min_requests),
            "--pin" if args.pin else "--no-pin", "--out", str(out)]
     subprocess.run(cmd, check=True)
     return out.read_text()
@@ -477,6 +478,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 32, 128])
     parser.add_argument("--requests-per-level", type=int, default=6)
+    # a zero-delay request takes milliseconds: enough of them that each round's p50 at concurrency 1
+    # is worth comparing (the rounds' ratios to chat spread 0.6-1.3 with 5 requests a round)
+    parser.add_argument("--min-requests", type=int, default=128)
     parser.add_argument("--paced-delay-ms", type=float, default=10.0,
                         help="second run with the engine at this delay per token (0: skip it)")
     parser.add_argument("--paced-requests-per-level", type=int, default=6)
@@ -492,7 +496,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "loop.md"))
     args = parser.parse_args()
     if args.section == "zero":
-        text = asyncio.run(main_async(args, 0.0, args.requests_per_level, 20))
+        text = asyncio.run(main_async(args, 0.0, args.requests_per_level, args.min_requests))
     elif args.section == "paced":
         text = asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level,
                                       args.paced_min_requests))
