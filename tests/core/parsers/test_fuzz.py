@@ -16,6 +16,7 @@ per family; `slow` runs thousands of cases.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from typing import Any
@@ -97,11 +98,16 @@ def test_any_chunking_streams_to_the_non_streaming_answer(parser_models, family,
     check(case, parser_models, chunking, rng)
 
 
+# a sweep over other seeds: PARSER_FUZZ_FIRST_SEED=200000 PARSER_FUZZ_CASES=20000 pytest -m slow -k thousands ...
+FIRST_SEED = int(os.environ.get("PARSER_FUZZ_FIRST_SEED", "0"))
+CASES = int(os.environ.get("PARSER_FUZZ_CASES", "2000"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_thousands_of_cases_per_family(parser_models, family):
     counts: dict[str, int] = {}
-    for seed in range(2000):
+    for seed in range(FIRST_SEED, FIRST_SEED + CASES):
         rng = random.Random(f"{family}-{seed}")
         case = prepare_case(make_case(family, rng), parser_models)
         for chunking in CHUNKINGS:
