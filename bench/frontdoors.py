@@ -38,8 +38,6 @@ import bench.loop as loop  # noqa: E402
 from core.derender.adapters.chat import ChatStream  # noqa: E402
 from core.derender.adapters.messages import MessagesStream  # noqa: E402
 from core.derender.session import DerenderSession  # noqa: E402
-from core.derender.spec import OutputSpec  # noqa: E402
-from core.engine_request import max_tokens  # noqa: E402
 from core.protocol.chat import ChatCompletionRequest  # noqa: E402
 from core.protocol.messages import AnthropicMessagesRequest  # noqa: E402
 from core.render import precheck_messages, render_chat  # noqa: E402
@@ -104,8 +102,8 @@ class Doors:
     def chat_writer(self, rendered: tuple[Any, dict[str, Any]]) -> Any:
         req, gen = rendered
         settings = self.state.derender
-        spec = OutputSpec.for_chat(settings, req, gen["sampling_params"], settings.parser_for(req), max_tokens(gen))
-        return ChatStream(DerenderSession(spec, [gen["token_ids"]], 1), req, prompt_token_ids=gen["token_ids"],
+        return ChatStream(DerenderSession.for_chat(settings, req, gen, settings.parser_for(req)), req,
+                          prompt_token_ids=gen["token_ids"],
                           reasoning_field=settings.reasoning_field, request_id=gen["request_id"],
                           created=int(time.time()), model=self.model.name)
 
@@ -117,8 +115,8 @@ class Doors:
         _, result = rendered
         gen, chat = result.generate_request, result.chat_request
         settings = self.state.derender
-        spec = OutputSpec.for_chat(settings, chat, gen["sampling_params"], settings.parser_for(chat), max_tokens(gen))
-        return MessagesStream(DerenderSession(spec, [gen["token_ids"]], 1), ping_interval=None,
+        session = DerenderSession.for_chat(settings, chat, gen, settings.parser_for(chat))
+        return MessagesStream(session, ping_interval=None,
                               message_id=gen["request_id"], model=self.model.name)
 
     def door(self, name: str) -> tuple[Callable[[bytes], Any], Callable[[Any], Any]]:

@@ -398,18 +398,14 @@ def _check_mm_kwargs(request: ResponsesRequest) -> None:
             "trusted.", parameter="media_io_kwargs")
 
 
-def construct_chat(**values: Any) -> ChatCompletionRequest:
-    """`ChatCompletionRequest.model_construct(**values)`, fast (core.protocol.construct)."""
-    return construct(ChatCompletionRequest, **values)
-
-
 def chat_equivalent(request: ResponsesRequest, messages: list[dict[str, Any]],
                     tools: list[ChatCompletionToolsParam], continue_final: bool) -> ChatCompletionRequest:
     """The ChatCompletionRequest a Responses request renders and parses as (not validated again:
     every field comes from an already validated request)."""
     effort = request.reasoning.effort if request.reasoning is not None else None
-    return construct_chat(
-        messages=messages, model=request.model, tools=tools or None, tool_choice=_chat_tool_choice(request),
+    return construct(
+        ChatCompletionRequest, messages=messages, model=request.model, tools=tools or None,
+        tool_choice=_chat_tool_choice(request),
         parallel_tool_calls=request.parallel_tool_calls, include_reasoning=request.include_reasoning,
         reasoning_effort=effort, chat_template_kwargs=request.chat_template_kwargs,
         add_generation_prompt=not continue_final, continue_final_message=continue_final,

@@ -19,8 +19,6 @@ from pydantic import ValidationError
 from core.derender.adapters.harmony_responses import HarmonyResponsesStream, function_names, harmony_non_streamed
 from core.derender.adapters.responses import ReasoningCounter, ResponsesFrame, ResponsesStream, non_streamed
 from core.derender.session import DerenderSession
-from core.derender.spec import OutputSpec
-from core.engine_request import max_tokens
 from core.errors import RequestError
 from core.protocol.responses import ResponsesRequest, validate_items
 from core.render_responses import HarmonyHistory, dump_item
@@ -115,8 +113,7 @@ class ResponsesCall:
         # gpt-oss: the Harmony items are read from the token ids (core/derender/adapters/harmony_responses.py),
         # so the chat parsers need not run
         parser = None if rendered.harmony_messages is not None else settings.parser_for(chat)
-        spec = OutputSpec.for_chat(settings, chat, sampling, parser, max_tokens(self.gen))
-        self.session = DerenderSession(spec, [self.gen["token_ids"]], 1)
+        self.session = DerenderSession.for_chat(settings, chat, self.gen, parser)
         self.frame = ResponsesFrame(req, sampling, model=state.model.name, created_at=int(time.time()),
                                     tool_names=rendered.tool_names)
         self.counter = ReasoningCounter(parser)

@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.derender.choice import ChoiceDerender, ChoiceEvent, ChoiceResult
+from core.derender.settings import DerenderSettings
 from core.derender.spec import OutputSpec
+from core.engine_request import max_tokens
+from core.parsers.pipeline import ChatOutputParser
 
 GENERATION_FAILED = "Internal server error"  # vLLM's message for finish_reason "error" (docs/vllm-wire-spec.md §1)
 
@@ -84,6 +87,14 @@ class DerenderSession:
         self._cut = [False] * len(prompts)          # one of them was ended by us, not by the engine
         self._aborted = [False] * len(prompts)
         self._max_token_id = spec.settings.model.max_token_id
+
+    @classmethod
+    def for_chat(cls, settings: DerenderSettings, chat_request: Any, gen: dict[str, Any],
+                 parser: ChatOutputParser | None, n: int = 1) -> DerenderSession:
+        """A front door's session for one rendered chat-shaped request (chat completions, and the
+        chat request a Responses or Messages request renders as): one prompt, `n` choices."""
+        spec = OutputSpec.for_chat(settings, chat_request, gen["sampling_params"], parser, max_tokens(gen))
+        return cls(spec, [gen["token_ids"]], n)
 
     def choice(self, prompt: int, sample: int) -> ChoiceDerender:
         index = prompt * self.n + sample

@@ -28,8 +28,6 @@ from aiohttp import web
 from core.derender.adapters import messages as adapter
 from core.derender.adapters.messages import MessageCollector, MessagesStream
 from core.derender.session import DerenderSession
-from core.derender.spec import OutputSpec
-from core.engine_request import max_tokens
 from core.errors import RequestError
 from core.protocol.messages import AnthropicCountTokensRequest, AnthropicMessagesRequest, anthropic_error_body
 from core.render_messages import MessagesRenderer, count_tokens_body, request_size
@@ -84,8 +82,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     shape = {"message_id": gen["request_id"], "model": model.name}
 
     def new_session() -> DerenderSession:
-        spec = OutputSpec.for_chat(settings, chat, gen["sampling_params"], settings.parser_for(chat), max_tokens(gen))
-        return DerenderSession(spec, [prompt_ids], 1)
+        return DerenderSession.for_chat(settings, chat, gen, settings.parser_for(chat))
 
     if req.stream:  # the session is made while the engine computes the first token
         return await stream_one(request, run, gen, lambda: MessagesStream(

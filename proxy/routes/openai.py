@@ -50,8 +50,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     shape = {"request_id": gen["request_id"], "created": int(time.time()), "model": model.name}
 
     def new_session() -> DerenderSession:
-        spec = OutputSpec.for_chat(settings, req, sampling, settings.parser_for(req), max_tokens(gen))
-        return DerenderSession(spec, [prompt_ids], int(sampling.get("n") or 1))
+        return DerenderSession.for_chat(settings, req, gen, settings.parser_for(req), int(sampling.get("n") or 1))
 
     if req.stream:  # the session is made while the engine computes the first token
         return await stream_one(request, run, gen, lambda: ChatStream(

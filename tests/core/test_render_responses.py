@@ -277,4 +277,3 @@ def test_plain_messages_validate_as_the_union_does(items):
                                 {"role": "user", "content": [{"type": "input_text", "text": "x"}]}])
     expected = with_list_item if with_list_item == "refused" else with_list_item[:-1]
     assert validated(items) == expected
-

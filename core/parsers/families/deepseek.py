@@ -3,13 +3,14 @@
     v3:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\nARGS\\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
     v31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 
-vLLM's non-streaming rule (`extract_complete`, exact): with `<｜tool▁calls▁begin｜>` in the text,
-every complete call envelope found by its regex from that marker on is a call (vLLM searches the
-whole text: one before the marker, sent as content by the stream, is not taken back here) whose arguments are the raw text
-(no JSON re-serialization), and content is the text before the block (v3 adds the text after
-the last `<｜tool▁calls▁end｜>`); the marker alone means tools were called (whitespace-only
-content is dropped). Incomplete envelopes are not calls; a v3 envelope of another type than
-`function` makes the whole output content.
+vLLM's non-streaming rule (`extract_complete`): with `<｜tool▁calls▁begin｜>` in the text, every
+complete call envelope found by its regex is a call whose arguments are the raw text (no JSON
+re-serialization), and content is the text before the block (v3 adds the text after the last
+`<｜tool▁calls▁end｜>`); the marker alone means tools were called (whitespace-only content is
+dropped). Incomplete envelopes are not calls; a v3 envelope of another type than `function` makes
+the whole output content. One difference: vLLM's regex searches the whole text, ours from the
+marker on (an envelope before it went out as content in the stream: README, "vLLM 0.33 bugs we do
+not follow").
 
 Streaming: a small phase machine over the markers. The name goes out when the header is
 complete (a header must sit on one line), then the raw arguments stream as generated, holding

@@ -15,8 +15,9 @@ vLLM 0.33's Mistral parser reads its format from the tokenizer's vocabulary:
 * otherwise (pre-v11, vLLM's legacy path, no engine): `[TOOL_CALLS]` then a JSON list of
   `{"name", "arguments"}` objects (or one object); string arguments are kept as they are, others
   are re-serialized (vLLM also reads a `[{...}]` found after other text: here only when the
-  output is held whole, "required" or a named tool; otherwise the stream sent that text); without a valid call the content is the JSON text after the marker; with
-  "required" or a named tool a bare array without the marker is accepted.
+  output is held whole, "required" or a named tool; otherwise the stream sent that text); without
+  a valid call the content is the JSON text after the marker; with "required" or a named tool a
+  bare array without the marker is accepted.
 Tool call ids are 9 random alphanumeric characters. In `--tokenizer-mode mistral`
 (core/renderers/mistral.py) the same rules read the text of Mistral's own decoding; from Tekken v11
 both parsers' adjust_request take vLLM's grammar path there (`apply_grammar`).

@@ -226,12 +226,11 @@ def _deepseek_envelope_before_marker(case: dict[str, Any], theirs: dict[str, Any
     answers share (the text before the block marker)."""
     t, o = theirs["message"], ours["message"]
     extra = len(t["tool_calls"]) - len(o["tool_calls"])
-    v3 = case["tool_parser"] == "deepseek_v3"
+    header = "<｜tool▁sep｜>{}\n```json\n" if case["tool_parser"] == "deepseek_v3" else "{}<｜tool▁sep｜>"
     return (case["tool_parser"] in ("deepseek_v3", "deepseek_v31") and extra > 0
             and (t["reasoning"], t["content"]) == (o["reasoning"], o["content"])
             and t["tool_calls"][extra:] == o["tool_calls"]
-            and all((f"<｜tool▁sep｜>{c['name']}\n```json\n" if v3 else f"{c['name']}<｜tool▁sep｜>") in (o["content"] or "")
-                    for c in t["tool_calls"][:extra]))
+            and all(header.format(c["name"]) in (o["content"] or "") for c in t["tool_calls"][:extra]))
 
 
 def _olmo3_stream_kept(case: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
