@@ -4,9 +4,9 @@
 fills each field left out through pydantic's default machinery (which inspects default factories'
 signatures each time): for the ~70 fields of a chat request that is ~0.2 ms on a request's
 first-token path (the Responses front door builds one per request, and two tool models per tool).
-Here the field table is read once per class; the instance is built as model_construct builds it
-(the same `__dict__` in field order, fields set, extra and private attributes), for values given
-by their field names (no aliases), all of them fields. tests/core/test_construct.py compares the two.
+Here the field table is read once per class (a template dict, copied per call); the instance is
+built as model_construct builds it (the same `__dict__` in field order, fields set, extra and
+private attributes), for values given by their field names (no aliases), all of them fields. tests/core/test_construct.py compares the two.
 """
 
 from __future__ import annotations
@@ -22,23 +22,35 @@ _set = object.__setattr__
 
 
 @cache
-def _fields(cls: type[BaseModel]) -> tuple[tuple[tuple[str, Any, Any], ...], bool]:
-    """((name, default factory, default or _MISSING when required), ...), and whether extra is allowed."""
-    table = tuple((name, field.default_factory, _MISSING if field.is_required() else field.default)
-                  for name, field in cls.model_fields.items())
-    return table, cls.model_config.get("extra") == "allow"
+def _plan(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], tuple[str, ...], bool]:
+    """What every instance of `cls` starts from, read once: (every field in field order with its
+    default, or a placeholder; the fields whose default is made per instance, with its maker; the
+    required fields; whether extra is allowed)."""
+    template: dict[str, Any] = {}
+    fresh: list[tuple[str, Any]] = []
+    required: list[str] = []
+    for name, field in cls.model_fields.items():
+        template[name] = field.default
+        if field.default_factory is not None:
+            fresh.append((name, field.default_factory))
+        elif field.is_required():
+            required.append(name)
+        elif type(field.default) in (list, dict):
+            fresh.append((name, field.default.copy))  # (model_construct copies mutable defaults)
+    return template, tuple(fresh), tuple(required), cls.model_config.get("extra") == "allow"
 
 
 def construct(cls: type[M], **values: Any) -> M:
-    table, allow_extra = _fields(cls)
-    data: dict[str, Any] = {}
-    for name, factory, default in table:
-        if name in values:
-            data[name] = values[name]
-        elif factory is not None:
-            data[name] = factory()
-        elif default is not _MISSING:
-            data[name] = default.copy() if type(default) in (list, dict) else default  # (model_construct copies)
+    template, fresh, required, allow_extra = _plan(cls)
+    # a copy of the template keeps the field order; given values replace defaults in place
+    data = template.copy()
+    data.update(values)
+    for name, make in fresh:
+        if name not in values:
+            data[name] = make()
+    for name in required:
+        if name not in values:
+            del data[name]  # (model_construct leaves a missing required field out)
     model = cls.__new__(cls)
     _set(model, "__dict__", data)
     _set(model, "__pydantic_fields_set__", set(values))

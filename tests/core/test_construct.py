@@ -17,6 +17,8 @@ CASES: list[tuple[type, dict[str, Any]]] = [
                              "request_id": "r", "chat_template_kwargs": {"enable_thinking": False}}),
     (FunctionDefinition, FUNCTION),
     (FunctionDefinition, {"name": "g"}),
+    (FunctionDefinition, {"description": "no name"}),  # a required field left out stays out
+    (ChatCompletionRequest, {"model": "m", "stream": True}),
     (ChatCompletionToolsParam, {"type": "function", "function": FunctionDefinition.model_construct(**FUNCTION),
                                 "defer_loading": None}),
 ]

@@ -144,3 +144,23 @@ def test_echoed_fields_and_usage(qwen3):
     assert response["usage"]["output_tokens_details"]["reasoning_tokens"] == reasoning_tokens
     assert response["usage"]["output_tokens"] == len(ids)
     assert response["usage"]["input_tokens"] == len(session.prompts[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["reasoning", "content", "tool_call"]), st.text(), st.text(min_size=1),
+       st.integers(0, 10**6), st.integers(0, 10**9))
+def test_framed_delta_events_are_named_events(state, delta, item_id, output_index, sequence):
+    """A delta event framed once per item is byte for byte the event `named_event` writes."""
+    from core.derender.adapters.responses import _DELTA_KINDS, delta_framing
+    from core.derender.adapters.sse import named_event
+
+    head, middle, tail = delta_framing(state, item_id, output_index)
+    kind = _DELTA_KINDS[state]
+    payload = {"delta": delta, "item_id": item_id, "output_index": output_index} if state == "tool_call" else {
+        "content_index": 0, "delta": delta, "item_id": item_id, "output_index": output_index}
+    if state == "content":
+        payload = {**{k: payload[k] for k in ("content_index", "delta", "item_id")}, "logprobs": [],
+                   "output_index": output_index}
+    payload.update(sequence_number=sequence, type=kind)
+    framed = head + orjson.dumps(delta) + middle + str(sequence).encode() + tail
+    assert framed == named_event(kind, payload)

@@ -206,6 +206,20 @@ def non_streamed(frame: ResponsesFrame, session: DerenderSession, counter: Reaso
 
 NONE, REASONING, CONTENT, TOOL_CALL = "none", "reasoning", "content", "tool_call"
 _NO_LOGPROBS: list[dict[str, Any]] = []  # shared, never mutated
+_DELTA_KINDS = {REASONING: "response.reasoning_text.delta", CONTENT: "response.output_text.delta",
+                TOOL_CALL: "response.function_call_arguments.delta"}
+
+
+def delta_framing(state: str, item_id: str, output_index: int) -> tuple[bytes, bytes, bytes]:
+    """The fixed bytes around a delta event's text and sequence number for one open item: the
+    event is `head + json(delta) + middle + str(sequence) + tail`, byte for byte what
+    `named_event` writes for its payload (the same keys in the same order), without building and
+    dumping a dict per token. (An output_text.delta with logprobs is not framed this way.)"""
+    kind = _DELTA_KINDS[state]
+    head = b"event: " + kind.encode() + b"\ndata: {" + (b"" if state == TOOL_CALL else b'"content_index":0,') + b'"delta":'
+    middle = (b',"item_id":' + orjson.dumps(item_id) + (b',"logprobs":[]' if state == CONTENT else b"")
+              + b',"output_index":' + str(output_index).encode() + b',"sequence_number":')
+    return head, middle, b',"type":"' + kind.encode() + b'"}\n\n'
 
 
 class ResponsesStream:
@@ -226,6 +240,12 @@ class ResponsesStream:
         self.finish_reason: str | None = None
         self.hide_logprobs = not frame.include_logprobs
         self.final: dict[str, Any] | None = None  # the response the stream ended with
+        self.framing = (b"", b"", b"")  # the open item's delta_framing
+
+    def _delta_event(self, text: str) -> bytes:
+        head, middle, tail = self.framing
+        self.sequence += 1
+        return head + orjson.dumps(text) + middle + str(self.sequence - 1).encode() + tail
 
     def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self.sequence
@@ -253,6 +273,7 @@ class ResponsesStream:
         index = self.output_index
         if state == REASONING:
             self.item_id = random_id("rs")
+            self.framing = delta_framing(state, self.item_id, index)
             return [self._event("response.output_item.added", {"item": {
                         "id": self.item_id, "summary": [], "type": "reasoning", "content": None,
                         "encrypted_content": None, "status": "in_progress"}, "output_index": index}),
@@ -261,6 +282,7 @@ class ResponsesStream:
                         "part": {"text": "", "type": "reasoning_text"}})]
         if state == CONTENT:
             self.item_id = random_id("msg")
+            self.framing = delta_framing(state, self.item_id, index)
             return [self._event("response.output_item.added", {"item": _message(self.item_id, "", None, "in_progress"),
                                                                "output_index": index}),
                     self._event("response.content_part.added", {
@@ -271,6 +293,7 @@ class ResponsesStream:
         item = self.frame.call_item(call.get("id") or random_id("chatcmpl-tool"), function.get("name") or "", "",
                                     "in_progress")
         self.item_id = item["id"]
+        self.framing = delta_framing(state, self.item_id, index)
         self.call = {"index": call.get("index"), "item": item}
         if item["type"] == "custom_tool_call":
             item["input"] = ""
@@ -345,22 +368,19 @@ class ResponsesStream:
                 if self.call["item"]["type"] == "custom_tool_call":
                     out += self._custom_delta()
                 else:
-                    out.append(self._event("response.function_call_arguments.delta", {
-                        "delta": args, "item_id": self.item_id, "output_index": self.output_index}))
+                    out.append(self._delta_event(args))
             return
         if self.state != kind:
             out += self._close()
             out += self._open(kind)
         self.text.append(value)
-        if kind == REASONING:
-            out.append(self._event("response.reasoning_text.delta", {
-                "content_index": 0, "delta": value, "item_id": self.item_id, "output_index": self.output_index}))
+        if not logprobs:  # (reasoning never has any)
+            out.append(self._delta_event(value))
         else:
-            if logprobs:
-                self.logprobs += logprobs
+            self.logprobs += logprobs
             out.append(self._event("response.output_text.delta", {
                 "content_index": 0, "delta": value, "item_id": self.item_id,
-                "logprobs": _delta_logprobs(logprobs) if logprobs else [], "output_index": self.output_index}))
+                "logprobs": _delta_logprobs(logprobs), "output_index": self.output_index}))
 
     def _custom_delta(self) -> list[bytes]:
         payload = decode_custom_tool_input("".join(self.text))
