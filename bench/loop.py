@@ -1,31 +1,51 @@
-"""Benchmark the front door's loop: the proxy in front of a zero-delay reference engine, against
-the same client calling the engine directly.
+"""Benchmark the front door's loop: the proxy in front of a reference engine, against the same
+client calling the engine directly.
 
-    python bench/loop.py [--requests-per-level 8] [--levels 1 32 128] [--out bench/results/loop.md]
+    python bench/loop.py [--requests-per-level 6] [--levels 1 32 128] [--out bench/results/loop.md]
 
-Three processes on loopback: `derender-proxy reference-engine` (token delay 0), `derender-proxy
-serve` in front of it with the hermes + qwen3 parsers, and this client (aiohttp, one session). For
-each concurrency level the client runs the same streaming chat requests twice:
+Three processes on loopback: `derender-proxy reference-engine`, `derender-proxy serve` in front of
+it with the hermes + qwen3 parsers, and this client (aiohttp). For each concurrency level the
+client sends the same streaming conversation four ways ("runs"):
 
 * direct: the pre-rendered GenerateRequest to the engine's `/inference/v1/generate` (stream);
-* proxied: the OpenAI chat request to the proxy's `/v1/chat/completions` (stream);
+* chat completions: the OpenAI chat request to the proxy's `/v1/chat/completions` (stream);
 * responses: the same conversation as an OpenAI Responses request to the proxy's `/v1/responses`
   (stream, `store: false`), the same prompt and engine reply written as Responses events;
 * messages: the same conversation as an Anthropic Messages request to the proxy's `/v1/messages`
   (stream), the same prompt and engine reply written as Anthropic's event stream.
 
-It reports time to first token (first SSE event: the proxy sends its first chunk, the role chunk,
-only once the engine's first token arrived), the added TTFT (proxied minus direct, p50 / p99),
-streamed tokens per second (engine tokens delivered to the client per wall second), and the
-proxy's CPU seconds per request and engine tokens per proxy CPU second (from /proc, so the
-engine and the client are not counted). The engine is the same in both runs, so the difference
-is what the proxy adds: render, HTTP hop, derender, parsers, SSE.
+It reports time to first token (first SSE event: the proxy sends its first event only once the
+engine's first token arrived), the added TTFT (proxied minus direct, p50 / p99), streamed tokens
+per second, and the proxy's CPU seconds per request and engine tokens per proxy CPU second (from
+/proc, so the engine and the client are not counted). The engine is the same in every run, so the
+difference is what the proxy adds: render, HTTP hop, derender, parsers, SSE.
+
+Two phases per level. A 2-CPU virtual machine's speed drifts over seconds (other tenants, steal):
+runs measured one after another see different host speeds, and their per-round ratios to chat
+spread 0.5-2x. So:
+
+* mixed phase (TTFT at every level; the costs too at concurrency 1): the four runs interleaved
+  request by request. Each client sends cycles of four requests, each run once: client i's k-th
+  request is position (i + k) mod 4 of [direct, then the three APIs], so at any moment the load is
+  an even mix and every run sees the same host speed and the same load. The APIs' order changes
+  from one cycle to the next through all six (in one fixed order, at concurrency 1, the same API
+  would always follow the direct request). The requests are cut into `--rounds` consecutive rounds by
+  start order for the paired per-round ratios to chat. At concurrency 1 each request gets its own
+  CPU reading: the proxy's (the engine's for direct) CPU time before and after it, each read once
+  the process stopped moving (re-read 1 ms apart until two readings agree, at most 20 ms). So one
+  request's tail (closing the stream, metrics) is never counted on the next, and every request
+  starts on an idle proxy and engine: the previous stream's last work no longer overlaps the next
+  first token, which makes the zero-delay concurrency-1 added TTFT comparable too.
+* per-API segments (the costs above concurrency 1): in a mixed load the proxy's CPU cannot be told
+  apart by API, so each run's CPU, tokens/s, the proxy's own first-token time and the client's CPU
+  come from `--rounds` rounds of segments (the level's clients all calling one run), the runs'
+  order rotated each round; their TTFTs are not used.
 
 CPU placement: on a machine with a few cores, three busy processes sharing them measure the
 kernel's scheduler more than the proxy (a client waiting for its first event queues behind the
 proxy's own streaming work). With `--pin` (the default when there are 2+ CPUs), the proxy gets
 the last CPU to itself, as the anchors' method asks ("measure on one pinned core"), and the engine
-and this client share the others, in the direct and the proxied runs alike.
+and this client share the others, in every run alike.
 
 Arrivals: each of the `concurrency` clients loops over its requests (closed loop); their starts
 are spread over one request's duration, so the level measures a steady state rather than a burst
@@ -42,6 +62,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import math
 import os
 import random
 import signal
@@ -51,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -147,13 +170,12 @@ async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes) -> t
 OVERHEAD = "derender_proxy_first_token_overhead_seconds_bucket"
 
 
-async def overhead_buckets(proxy_url: str) -> dict[float, float]:
+async def overhead_buckets(session: aiohttp.ClientSession, proxy_url: str) -> dict[float, float]:
     """The proxy's first-token-overhead histogram (cumulative counts by upper bound) from /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    async with aiohttp.ClientSession() as s:
-        async with s.get(proxy_url + "/metrics") as r:
-            text = await r.text()
+    async with session.get(proxy_url + "/metrics") as r:
+        text = await r.text()
     return {float(sample.labels["le"]): sample.value for family in text_string_to_metric_families(text)
             for sample in family.samples if sample.name == OVERHEAD}
 
@@ -162,7 +184,7 @@ def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
     """Prometheus' histogram_quantile over cumulative bucket counts (linear within a bucket)."""
     bounds = sorted(cumulative)
     counts = [cumulative[b] for b in bounds]
-    total = counts[-1]
+    total = counts[-1] if counts else 0.0
     if not total:
         return float("nan")
     rank, lower, below = q * total, 0.0, 0.0
@@ -175,15 +197,73 @@ def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
     return lower
 
 
-def merge(parts: list[dict]) -> dict:
-    ttfts = sorted(t for p in parts for t in p["ttfts"])
-    tokens = sum(p["tokens"] for p in parts)
-    wall = sum(p["wall"] for p in parts)
-    return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))],
-            "tokens": tokens, "wall": wall, "tok_s": tokens / wall, "requests": len(ttfts), "ttfts": ttfts}
+@dataclass(frozen=True)
+class Target:
+    """One run: where its requests go and whose CPU they cost (the engine's for direct)."""
+    name: str
+    url: str
+    body: bytes
+    pid: int
+
+
+@dataclass
+class Sample:
+    """One request of the mixed phase."""
+    run: int  # index in the targets: 0 direct, then the APIs
+    order: int  # start order within the phase
+    ttft: float
+    tokens: int
+    seconds: float  # start to the last event
+    cpu: float = 0.0  # concurrency 1 only: the serving process's CPU over the request, settled
+    client_cpu: float = 0.0  # concurrency 1 only: this client's CPU over the request
+    buckets: dict[float, float] = field(default_factory=dict)  # concurrency 1 only: its first-token overhead
+
+
+@dataclass
+class Cost:
+    """A run's CPU and throughput, from `phase`: at concurrency 1 the mixed phase's per-request
+    readings, above it the per-API segments."""
+    phase: str
+    requests: int
+    tokens: int
+    cpu: float  # the serving process's CPU seconds (the engine's for direct)
+    seconds: float  # wall seconds the requests streamed, for tokens/s
+    client_cpu: float
+    round_rates: list[float]  # tokens per CPU-second, round by round
+    buckets: dict[float, float]  # the proxy's first-token-overhead histogram (cumulative counts)
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.cpu if self.cpu > 0 else math.nan
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else math.nan
+
+    def ms_per_request(self, seconds: float) -> str:
+        return f"{seconds / max(self.requests, 1) * 1000:.2f}"
+
+
+@dataclass
+class Run:
+    """One run at one level: its TTFTs from the mixed phase, its costs from `cost.phase`."""
+    name: str
+    ttfts: list[float]  # sorted
+    round_p50s: list[float]  # TTFT p50 in each round of the mixed phase (nan: no request there)
+    cost: Cost
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.ttfts)
+
+    @property
+    def p99(self) -> float:
+        return self.ttfts[min(len(self.ttfts) - 1, int(len(self.ttfts) * 0.99))]
 
 
 async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict:
+    """One segment: `concurrency` closed-loop clients sending `total` requests to one run. Its
+    warm-up request falls inside the caller's CPU reading but not in its tokens (alike for every run)."""
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
         t_one = time.perf_counter()
@@ -210,6 +290,200 @@ async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict
     return {"ttfts": ttfts, "tokens": tokens, "wall": wall, "client_cpu": client_cpu}
 
 
+async def settled_cpu(pid: int, cap: float = 0.020) -> float:
+    """The process's CPU seconds once it stopped moving: re-read 1 ms apart until two readings
+    agree (for at most `cap` seconds). The proxy still works on a request after the client read its
+    last event (closing the stream, metrics): read at once, that tail would count on the next one."""
+    deadline = time.perf_counter() + cap
+    last = cpu_seconds(pid)
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0.001)
+        now = cpu_seconds(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+class OverheadSince:
+    """The proxy's first-token-overhead histogram since the previous reading: what the streamed
+    requests in between observed (a /metrics request observes nothing there)."""
+
+    def __init__(self, session: aiohttp.ClientSession, proxy_url: str) -> None:
+        self.session, self.proxy_url = session, proxy_url
+        self.last: dict[float, float] = {}
+
+    async def start(self) -> None:
+        self.last = await overhead_buckets(self.session, self.proxy_url)
+
+    async def read(self) -> dict[float, float]:
+        now = await overhead_buckets(self.session, self.proxy_url)
+        since = {bound: count - self.last.get(bound, 0.0) for bound, count in now.items()}
+        self.last = now
+        return since
+
+
+def add_buckets(parts: list[dict[float, float]]) -> dict[float, float]:
+    total: dict[float, float] = {}
+    for part in parts:
+        for bound, count in part.items():
+            total[bound] = total.get(bound, 0.0) + count
+    return total
+
+
+# a cycle of the mixed phase: the direct request, then the three APIs in one of their six orders
+CYCLES = [(0, *order) for order in itertools.permutations((1, 2, 3))]
+
+
+def mixed_run(client: int, k: int) -> int:
+    """The run (0 direct, 1-3 the APIs) of the client's k-th request: position (client + k) mod 4
+    of the (k // 4)-th cycle, so at each step the clients' requests are an even mix and each client
+    sends every run once per cycle. The cycles walk through the APIs' six orders: in one fixed order,
+    at concurrency 1, the same API would always follow the direct request (the proxy idle for a
+    whole request) and another always precede it."""
+    return CYCLES[k // 4 % len(CYCLES)][(client + k) % 4]
+
+
+async def warm_up(session: aiohttp.ClientSession, targets: list[Target]) -> float:
+    """One request per run (connections, caches); their mean duration, to spread the clients' starts."""
+    durations = []
+    for target in targets:
+        t0 = time.perf_counter()
+        await one_stream(session, target.url, target.body)
+        durations.append(time.perf_counter() - t0)
+    return statistics.mean(durations)
+
+
+async def timed_request(session: aiohttp.ClientSession, targets: list[Target], run: int, order: int) -> Sample:
+    target = targets[run]
+    t0 = time.perf_counter()
+    ttft, tokens = await one_stream(session, target.url, target.body)
+    return Sample(run, order, ttft, tokens, time.perf_counter() - t0)
+
+
+async def measured_request(session: aiohttp.ClientSession, targets: list[Target], run: int, order: int,
+                           overhead: OverheadSince) -> Sample:
+    """One request at concurrency 1 with its own CPU. It starts on an idle proxy and engine (both
+    settled first), so neither the previous request's tail nor a /metrics read overlaps its first
+    token or lands in its CPU; the serving process is settled again after it. Its first-token
+    overhead: the histogram read after it (the only request in flight)."""
+    before = {pid: await settled_cpu(pid) for pid in sorted({t.pid for t in targets})}
+    target = targets[run]
+    c0, t0 = time.process_time(), time.perf_counter()
+    ttft, tokens = await one_stream(session, target.url, target.body)
+    seconds, client_cpu = time.perf_counter() - t0, time.process_time() - c0
+    cpu = await settled_cpu(target.pid) - before[target.pid]
+    buckets = await overhead.read() if run else {}
+    return Sample(run, order, ttft, tokens, seconds, cpu, client_cpu, buckets)
+
+
+async def mixed_phase(targets: list[Target], level: int, per_run: int, proxy_url: str) -> list[Sample]:
+    """The four runs interleaved request by request (`mixed_run`), so every run sees the same host
+    speed and the same load. Each client sends whole cycles: every run gets the same number of
+    requests, at least `per_run`. At concurrency 1 each request also gets its own CPU reading."""
+    cycles = -(-per_run // level)
+    starts = itertools.count()
+    samples: list[Sample] = []
+    rng = random.Random(level)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=level)) as session:
+        duration = await warm_up(session, targets)
+        overhead = OverheadSince(session, proxy_url)
+        if level == 1:
+            await overhead.start()
+
+        async def client(i: int) -> None:
+            # spread the clients' starts over one request's duration: a steady state, not a burst
+            await asyncio.sleep(duration * i / level + rng.uniform(0, duration / level))
+            for k in range(4 * cycles):
+                run = mixed_run(i, k)
+                samples.append(await measured_request(session, targets, run, next(starts), overhead) if level == 1
+                               else await timed_request(session, targets, run, next(starts)))
+
+        await asyncio.gather(*(client(i) for i in range(level)))
+    return samples
+
+
+def rounds_of(samples: list[Sample], rounds: int) -> list[list[Sample]]:
+    """The requests in `rounds` consecutive chunks by start order: stretches of time, each with
+    every run in it (for the paired per-round ratios)."""
+    ordered = sorted(samples, key=lambda s: s.order)
+    size = len(ordered) / rounds
+    return [ordered[round(r * size):round((r + 1) * size)] for r in range(rounds)]
+
+
+def p50_or_nan(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def cpu_rate(samples: list[Sample]) -> float:
+    cpu = sum(s.cpu for s in samples)
+    return sum(s.tokens for s in samples) / cpu if cpu > 0 else math.nan
+
+
+def mixed_cost(samples: list[Sample], chunks: list[list[Sample]], run: int) -> Cost:
+    """At concurrency 1: the sums of the run's requests' own readings."""
+    mine = [s for s in samples if s.run == run]
+    return Cost("mixed, per request", len(mine), sum(s.tokens for s in mine), sum(s.cpu for s in mine),
+                sum(s.seconds for s in mine), sum(s.client_cpu for s in mine),
+                [cpu_rate([s for s in chunk if s.run == run]) for chunk in chunks],
+                add_buckets([s.buckets for s in mine]))
+
+
+def rotated(n: int, r: int) -> list[int]:
+    return [(r + i) % n for i in range(n)]
+
+
+def segment_cost(parts: list[dict]) -> Cost:
+    return Cost("per-API segments", sum(len(p["ttfts"]) for p in parts), sum(p["tokens"] for p in parts),
+                sum(p["cpu"] for p in parts), sum(p["wall"] for p in parts), sum(p["client_cpu"] for p in parts),
+                [p["tokens"] / p["cpu"] if p["cpu"] > 0 else math.nan for p in parts],
+                add_buckets([p["buckets"] for p in parts]))
+
+
+async def segment_phase(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str) -> list[Cost]:
+    """The costs above concurrency 1, where a mixed load's proxy CPU cannot be told apart by API:
+    `rounds` rounds of per-run segments (the level's clients all calling one run), their order
+    rotated each round (in a fixed order one run always follows the direct run, an idle proxy, and
+    another always runs last: a bias as large as the 10% compared). A segment's CPU is the serving
+    process's (the engine's for direct) between settled readings around it."""
+    parts: list[list[dict]] = [[] for _ in targets]
+    async with aiohttp.ClientSession() as session:
+        overhead = OverheadSince(session, proxy_url)
+        await overhead.start()
+        for r in range(rounds):
+            for run in rotated(len(targets), r):
+                target = targets[run]
+                cpu0 = await settled_cpu(target.pid)
+                part = await run_level(target.url, target.body, level, max(per_run // rounds, level))
+                part["cpu"] = await settled_cpu(target.pid) - cpu0
+                part["buckets"] = await overhead.read() if run else {}
+                parts[run].append(part)
+    return [segment_cost(p) for p in parts]
+
+
+async def measure_level(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str) -> list[Run]:
+    """TTFT from the mixed phase; the costs from it too at concurrency 1 (one request in flight,
+    each its own reading), from the per-API segments above."""
+    samples = await mixed_phase(targets, level, per_run, proxy_url)
+    chunks = rounds_of(samples, rounds)
+    costs = ([mixed_cost(samples, chunks, run) for run in range(len(targets))] if level == 1
+             else await segment_phase(targets, level, per_run, rounds, proxy_url))
+    return [Run(target.name, sorted(s.ttft for s in samples if s.run == run),
+                [p50_or_nan([s.ttft for s in chunk if s.run == run]) for chunk in chunks], costs[run])
+            for run, target in enumerate(targets)]
+
+
+def log_level(level: int, runs: list[Run]) -> None:
+    direct, engine = runs[0], runs[0].cost
+    for run in runs[1:]:
+        cost = run.cost
+        print(f"c={level} {run.name}: direct TTFT p50 {percentile_ms(direct.p50)} ms, proxied "
+              f"{percentile_ms(run.p50)} ms (mixed); {cost.tok_s:.0f} tok/s via proxy ({engine.tok_s:.0f} direct); "
+              f"proxy CPU {cost.ms_per_request(cost.cpu)} ms/request, {cost.rate:.0f} tokens per CPU-second; "
+              f"engine CPU (direct run) {engine.ms_per_request(engine.cpu)} ms/request; client CPU "
+              f"{cost.ms_per_request(cost.client_cpu)} ms/request ({cost.phase})", flush=True)
+
+
 def cpu_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
     """(CPUs of the proxy, CPUs of the engine and this client), or (None, None) unpinned."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -225,6 +499,26 @@ def pinned(cpus: set[int] | None):
 
 def percentile_ms(v: float) -> str:
     return f"{v * 1000:.2f}"
+
+
+async def request_bodies(proxy_url: str) -> tuple[bytes, list[tuple[str, str, bytes]]]:
+    """The direct GenerateRequest (the proxy's own render of the chat request) and the same
+    conversation through each front door: (row label, path, body)."""
+    chat = {"model": "tiny-qwen3", "messages": MESSAGES, "tools": TOOLS, "stream": True,
+            "stream_options": {"include_usage": True}}
+    async with aiohttp.ClientSession() as s:
+        async with s.post(proxy_url + "/v1/chat/completions/render", json=chat) as r:
+            rendered = await r.json()
+    rendered["sampling_params"]["output_kind"] = 1
+    rendered["model"] = None
+    apis = [("chat completions", "/v1/chat/completions", orjson.dumps(chat)),
+            ("responses", "/v1/responses", orjson.dumps({"model": "tiny-qwen3", "input": MESSAGES,
+                                                         "tools": RESPONSES_TOOLS, "stream": True,
+                                                         "store": False})),
+            ("messages", "/v1/messages", orjson.dumps({"model": "tiny-qwen3", "max_tokens": 4096,
+                                                       "messages": MESSAGES, "tools": ANTHROPIC_TOOLS,
+                                                       "stream": True}))]
+    return orjson.dumps(rendered), apis
 
 
 async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level: int, min_requests: int) -> str:
@@ -253,76 +547,19 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
     try:
         await wait_up(engine_url)
         await wait_up(proxy_url)
-        chat = {"model": "tiny-qwen3", "messages": MESSAGES, "tools": TOOLS, "stream": True,
-                "stream_options": {"include_usage": True}}
-        async with aiohttp.ClientSession() as s:
-            async with s.post(proxy_url + "/v1/chat/completions/render", json=chat) as r:
-                rendered = await r.json()
-        rendered["sampling_params"]["output_kind"] = 1
-        rendered["model"] = None
-        direct_body = orjson.dumps(rendered)
-        # the same conversation through each front door: (row label, path, body)
-        apis = [("chat completions", "/v1/chat/completions", orjson.dumps(chat)),
-                ("responses", "/v1/responses", orjson.dumps({"model": "tiny-qwen3", "input": MESSAGES,
-                                                             "tools": RESPONSES_TOOLS, "stream": True,
-                                                             "store": False})),
-                ("messages", "/v1/messages", orjson.dumps({"model": "tiny-qwen3", "max_tokens": 4096,
-                                                           "messages": MESSAGES, "tools": ANTHROPIC_TOOLS,
-                                                           "stream": True}))]
+        direct_body, apis = await request_bodies(proxy_url)
         # one request per front door first: the first Messages request runs the renderer's per-model
         # probes (tens of ms, once per process), which are no part of the steady state measured here
         async with aiohttp.ClientSession() as session:
             for _, path, body in apis:
                 await one_stream(session, proxy_url + path, body)
+        targets = [Target("direct", engine_url + "/inference/v1/generate", direct_body, engine.pid),
+                   *(Target(name, proxy_url + path, body, proxy.pid) for name, path, body in apis)]
         rows = []
         for level in args.levels:
-            total = max(level * per_level, min_requests)
-            # alternate direct and proxied rounds so all see the same background load, and rotate
-            # their order each round: in a fixed order one run always follows the direct run (an
-            # idle proxy) and another always runs last, a bias as large as the 10% compared
-            rounds = args.rounds
-            d_parts: list[dict] = []
-            engine_cpu = 0.0
-            parts: dict[str, list[dict]] = {name: [] for name, _, _ in apis}
-            cpu = {name: 0.0 for name, _, _ in apis}
-            round_cpu: dict[str, list[float]] = {name: [] for name, _, _ in apis}  # (the paired ratios)
-            # the proxy's own first-token time, over each API's rounds
-            hist: dict[str, dict[float, float]] = {name: {} for name, _, _ in apis}
-            runs = [None, *apis]  # None: the direct run
-            for r in range(rounds):
-                for run in runs[r % len(runs):] + runs[:r % len(runs)]:
-                    if run is None:
-                        e0 = cpu_seconds(engine.pid)
-                        d_parts.append(await run_level(engine_url + "/inference/v1/generate", direct_body, level,
-                                                       max(total // rounds, level)))
-                        engine_cpu += cpu_seconds(engine.pid) - e0
-                        continue
-                    name, path, body = run
-                    cpu0, h0 = cpu_seconds(proxy.pid), await overhead_buckets(proxy_url)
-                    parts[name].append(await run_level(proxy_url + path, body, level, max(total // rounds, level)))
-                    round_cpu[name].append(cpu_seconds(proxy.pid) - cpu0)
-                    cpu[name] += round_cpu[name][-1]
-                    h1 = await overhead_buckets(proxy_url)
-                    for b in h1:
-                        hist[name][b] = hist[name].get(b, 0.0) + h1[b] - h0.get(b, 0.0)
-            direct = merge(d_parts)
-            direct["engine_cpu"] = engine_cpu
-            proxied = []
-            for name, _, _ in apis:
-                result = merge(parts[name])
-                result["own"] = (bucket_quantile(0.5, hist[name]), bucket_quantile(0.99, hist[name]))
-                result["rounds"] = [(statistics.median(part["ttfts"]) - statistics.median(d["ttfts"]),
-                                     part["tokens"] / used) for part, d, used in zip(parts[name], d_parts,
-                                                                                     round_cpu[name])]
-                proxied.append((name, result, cpu[name]))
-                print(f"c={level} {name}: direct TTFT p50 {percentile_ms(direct['ttft_p50'])} ms, proxied "
-                      f"{percentile_ms(result['ttft_p50'])} ms; {result['tok_s']:.0f} tok/s via proxy "
-                      f"({direct['tok_s']:.0f} direct); proxy CPU {cpu[name] / result['requests'] * 1000:.2f} "
-                      f"ms/request, {result['tokens'] / cpu[name]:.0f} tokens per CPU-second; engine CPU "
-                      f"(direct run) {engine_cpu / direct['requests'] * 1000:.2f} ms/request; client CPU "
-                      f"{sum(q['client_cpu'] for q in parts[name]) / result['requests'] * 1000:.2f} ms/request",
-                      flush=True)
-            rows.append((level, direct, proxied))
+            runs = await measure_level(targets, level, max(level * per_level, min_requests), args.rounds, proxy_url)
+            log_level(level, runs)
+            rows.append((level, runs))
     finally:
         for p in (proxy, engine):
             p.send_signal(signal.SIGTERM)
@@ -334,16 +571,25 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
     return table(rows, token_delay_ms, per_level, min_requests, args.rounds)
 
 
-def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int, rounds: int) -> str:
+def ratio(value: float, chat: float) -> float:
+    return value / chat if chat else math.nan
+
+
+def table(rows: list[tuple[int, list[Run]]], token_delay_ms: float, per_level: int, min_requests: int,
+          rounds: int) -> str:
     pace = ("zero token delay: the engine streams as fast as it can, so every level saturates the CPUs"
             if not token_delay_ms else f"{token_delay_ms:g} ms per token, like a real engine's decode")
+    first_chat = rows[0][1][1].cost
     lines = [
         f"## Engine at {pace}",
         "",
-        f"{rows[0][2][0][1]['tokens'] // max(rows[0][2][0][1]['requests'], 1)} engine tokens per request; "
-        f"{per_level} requests per unit of concurrency (at least {min_requests}) per API, in {rounds} rounds "
-        "of the direct, chat completions, responses and messages runs, their order rotated each round; "
-        f"load average before the run {os.getloadavg()[0]:.1f}.",
+        f"{first_chat.tokens // max(first_chat.requests, 1)} engine tokens per request; {per_level} requests per "
+        f"unit of concurrency (at least {min_requests}) for each of the direct, chat completions, responses and "
+        "messages runs. TTFT from the mixed phase (the four runs interleaved request by request; "
+        f"{rounds} rounds by start order). CPU, tokens/s, the engine's CPU and the proxy's own first-token time: "
+        "at concurrency 1 from the same mixed phase (each request's own reading, every request started on an "
+        f"idle proxy and engine), above it from {rounds} rounds of per-API segments, their order rotated each "
+        f"round. Load average before the run {os.getloadavg()[0]:.1f}.",
         "",
         "| concurrency | API | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) "
         "| TTFT p99 direct / proxied (ms) | added TTFT p99 (ms) | tokens/s direct | tokens/s proxied "
@@ -351,57 +597,74 @@ def table(rows: list, token_delay_ms: float, per_level: int, min_requests: int, 
         "| proxy's own first-token time p50 / p99 (ms) | vs chat: added TTFT p50, tokens per CPU-s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for level, d, proxied in rows:
-        _, chat, chat_cpu = proxied[0]
-        chat_added, chat_rate = chat["ttft_p50"] - d["ttft_p50"], chat["tokens"] / chat_cpu
-        for name, p, cpu in proxied:
+    for level, runs in rows:
+        direct, chat = runs[0], runs[1]
+        engine = direct.cost
+        for run in runs[1:]:
+            cost = run.cost
             # issues 12 and 13: the other front doors within 10% of chat (added TTFT <= 1.10x, rate >= 0.90x)
-            versus = ("" if p is chat else
-                      f"{(p['ttft_p50'] - d['ttft_p50']) / chat_added:.2f}x, {p['tokens'] / cpu / chat_rate:.2f}x")
+            versus = ("" if run is chat else f"{ratio(run.p50 - direct.p50, chat.p50 - direct.p50):.2f}x, "
+                      f"{ratio(cost.rate, chat.cost.rate):.2f}x")
             lines.append(
-                f"| {level} | {name} | {percentile_ms(d['ttft_p50'])} / {percentile_ms(p['ttft_p50'])} "
-                f"| {percentile_ms(p['ttft_p50'] - d['ttft_p50'])} "
-                f"| {percentile_ms(d['ttft_p99'])} / {percentile_ms(p['ttft_p99'])} "
-                f"| {percentile_ms(p['ttft_p99'] - d['ttft_p99'])} | {d['tok_s']:.0f} | {p['tok_s']:.0f} "
-                f"| {cpu / p['requests'] * 1000:.2f} | {p['tokens'] / cpu:.0f} "
-                f"| {d['engine_cpu'] / d['requests'] * 1000:.2f} "
-                f"| {percentile_ms(p['own'][0])} / {percentile_ms(p['own'][1])} | {versus} |")
+                f"| {level} | {run.name} | {percentile_ms(direct.p50)} / {percentile_ms(run.p50)} "
+                f"| {percentile_ms(run.p50 - direct.p50)} "
+                f"| {percentile_ms(direct.p99)} / {percentile_ms(run.p99)} "
+                f"| {percentile_ms(run.p99 - direct.p99)} | {engine.tok_s:.0f} | {cost.tok_s:.0f} "
+                f"| {cost.ms_per_request(cost.cpu)} | {cost.rate:.0f} | {engine.ms_per_request(engine.cpu)} "
+                f"| {percentile_ms(bucket_quantile(0.5, cost.buckets))} / "
+                f"{percentile_ms(bucket_quantile(0.99, cost.buckets))} | {versus} |")
     lines.append("")
     lines.extend(versus_chat(rows, token_delay_ms))
     return "\n".join(lines)
 
 
-def paired(rounds: list[tuple[float, float]], chat_rounds: list[tuple[float, float]], field: int) -> list[float]:
-    """Round by round, the API's value over chat's in the same round (they ran minutes apart at
-    most, next to each other in the rotation: what drifts across the run cancels out)."""
-    return sorted(a[field] / c[field] for a, c in zip(rounds, chat_rounds) if c[field] > 0)
+def paired(values: list[float], chat_values: list[float]) -> list[float]:
+    """Round by round, the API's value over chat's in the same round (the mixed phase: the same
+    stretch of requests; the segments: next to each other in one rotation), so what drifts across
+    the run cancels out. Rounds where chat's value is not positive or missing are left out."""
+    return sorted(v / c for v, c in zip(values, chat_values) if c > 0 and math.isfinite(v))
 
 
-def versus_chat(rows: list, token_delay_ms: float) -> list[str]:
+def added_rounds(run: Run, direct: Run) -> list[float]:
+    """The run's added TTFT p50 in each round of the mixed phase: its p50 minus direct's there."""
+    return [p - d for p, d in zip(run.round_p50s, direct.round_p50s)]
+
+
+def median_range(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})" if ratios else "-"
+
+
+def versus_chat(rows: list[tuple[int, list[Run]]], token_delay_ms: float) -> list[str]:
     """Issues 12 and 13, the other front doors against chat: pooled (the table's columns) and the
-    median of the rounds' paired ratios. Added TTFT counts on the paced engine only: at zero delay
-    it is queueing and overlap with the previous stream's last work, not the front door's cost."""
-    lines = ["Issues 12 and 13, vs the chat completions rows: pooled over the rounds (the columns above), "
-             "and the median (min-max) of each round's ratio to chat's in the same round. Within 10%: added TTFT "
-             "<= 1.10x, on the paced engine (at zero delay TTFT is queueing behind a saturated proxy above "
-             "concurrency 1, and at concurrency 1 the previous stream's last work in the engine, the proxy and "
-             "the client overlaps the next request's first token: its rounds' ratios spread 0.6-16x), tokens per "
-             "proxy CPU-second >= 0.90x; judged on the per-round median.", "",
+    median of the rounds' paired ratios, each from the phase named in the row. Added TTFT is not
+    judged at zero delay above concurrency 1: there it is queueing, not the front door's cost."""
+    lines = ["Issues 12 and 13, vs the chat completions rows: pooled (the columns above), and the median "
+             "(min-max) of each round's ratio to chat's in the same round. Added TTFT from the mixed phase at "
+             "every level: a round is a stretch of consecutive requests of all four runs, its ratio "
+             "(API p50 - direct p50) / (chat p50 - direct p50) in that stretch. Tokens per proxy CPU-second at "
+             "concurrency 1 from the mixed phase too (each request's own CPU, the same stretches), above it from "
+             "the per-API segments (a round is one rotation of the four segments). Within 10%: added TTFT <= 1.10x "
+             "and tokens per proxy CPU-second >= 0.90x, judged on the per-round median. Added TTFT is judged on "
+             "the paced engine and, at zero delay, at concurrency 1: there every request starts on an idle proxy "
+             "and engine, so the previous stream's last work no longer overlaps the next request's first token; "
+             "at zero delay above concurrency 1 it is queueing behind a saturated proxy (not judged).", "",
              "| concurrency | API | added TTFT p50: pooled / per-round median (min-max) "
-             "| tokens per proxy CPU-second: pooled / per-round median (min-max) | within 10% |",
-             "|---|---|---|---|---|"]
-    for level, d, proxied in rows:
-        _, chat, chat_cpu = proxied[0]
-        for name, p, cpu in proxied[1:]:
-            ttft, rate = paired(p["rounds"], chat["rounds"], 0), paired(p["rounds"], chat["rounds"], 1)
-            pooled_ttft = (p["ttft_p50"] - d["ttft_p50"]) / (chat["ttft_p50"] - d["ttft_p50"])
-            pooled_rate = p["tokens"] / cpu / (chat["tokens"] / chat_cpu)
-            counted = bool(token_delay_ms)
-            ok = statistics.median(rate) >= 0.90 and (not counted or statistics.median(ttft) <= 1.10)
-            ttft_cell = (f"{pooled_ttft:.2f}x / {statistics.median(ttft):.2f}x ({ttft[0]:.2f}-{ttft[-1]:.2f})"
-                         if ttft else "-") + ("" if counted else " (not judged)")
-            lines.append(f"| {level} | {name} | {ttft_cell} | {pooled_rate:.2f}x / {statistics.median(rate):.2f}x "
-                         f"({rate[0]:.2f}-{rate[-1]:.2f}) | {'yes' if ok else 'no'} |")
+             "| tokens per proxy CPU-second: pooled / per-round median (min-max) | phases (TTFT; CPU) "
+             "| within 10% |",
+             "|---|---|---|---|---|---|"]
+    for level, runs in rows:
+        direct, chat = runs[0], runs[1]
+        for run in runs[2:]:
+            ttft = paired(added_rounds(run, direct), added_rounds(chat, direct))
+            rate = paired(run.cost.round_rates, chat.cost.round_rates)
+            judged = bool(token_delay_ms) or level == 1
+            ok = (bool(rate) and statistics.median(rate) >= 0.90
+                  and (not judged or (bool(ttft) and statistics.median(ttft) <= 1.10)))
+            pooled_ttft = ratio(run.p50 - direct.p50, chat.p50 - direct.p50)
+            pooled_rate = ratio(run.cost.rate, chat.cost.rate)
+            lines.append(f"| {level} | {run.name} | {pooled_ttft:.2f}x / {median_range(ttft)}"
+                         f"{'' if judged else ' (not judged)'} | {pooled_rate:.2f}x / {median_range(rate)} "
+                         f"| mixed; {run.cost.phase} | {'yes' if ok else 'no'} |")
     lines.append("")
     return lines
 
@@ -420,7 +683,7 @@ def wakeup_cost_us() -> float:
 def header(pin: bool) -> str:
     proxy_cpus, other_cpus = cpu_sets(pin)
     placement = (f"Placement: the proxy pinned alone to CPU {sorted(proxy_cpus)[0]}, the engine and the client to "
-                 f"CPU {','.join(map(str, sorted(other_cpus)))} (`--pin`), in both runs. "
+                 f"CPU {','.join(map(str, sorted(other_cpus)))} (`--pin`), in every run. "
                  if proxy_cpus is not None and other_cpus is not None else "Placement: unpinned (`--no-pin`). ")
     return "\n".join([
         "# Front-door loop benchmark (`bench/loop.py`)",
@@ -439,15 +702,31 @@ def header(pin: bool) -> str:
         "arrive one at a time, that floor, paid by the engine and twice by the proxy (engine socket, client "
         "socket), dominates the per-token CPU of the paced runs.",
         "",
+        "Two phases per level, because this machine's speed drifts over seconds (other tenants, steal) and "
+        "runs measured one after another see different host speeds. The mixed phase interleaves the direct, "
+        "chat completions, responses and messages requests request by request (each client's k-th request "
+        "goes to position (i + k) mod 4 of a cycle of the four, the three APIs' order changing from cycle to "
+        "cycle), so every run sees the same host speed and the same load; all TTFTs come from it, cut into "
+        "rounds by start order for the paired ratios. At concurrency 1 the costs come from it too: one "
+        "request in flight, each read on its own, and each started on an idle proxy and engine (both "
+        "processes' CPU time re-read 1 ms apart until it stops moving, at most 20 ms, before the request, "
+        "and the serving process's again after it, so the proxy's tail of one request never counts on the "
+        "next one). Above concurrency 1 the proxy's CPU in a mixed load cannot be told apart by API, so the "
+        "costs (CPU, tokens/s, the proxy's own first-token time, the client's CPU) come from rounds of "
+        "per-API segments (the level's clients all calling one run), their order rotated each round.",
+        "",
         "TTFT = time to the first SSE event (chat: the role chunk; responses: `response.created`; messages: "
-        "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the same percentile. "
-        "tokens/s = engine tokens delivered per wall second. Proxy CPU is the proxy process's CPU time over the "
-        "proxied run (its threads' run time in /proc/PID/task/*/schedstat, in nanoseconds); tokens per proxy CPU-second is the per-core throughput of the loop. "
-        "The engine's CPU per request in the direct run is shown for scale: it parses nothing and only "
-        "writes one SSE event per token, so it bounds what any Python process pays per streamed event.",
+        "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the "
+        "same percentile, in the mixed phase. tokens/s = engine tokens delivered per wall second (at "
+        "concurrency 1: per second of the run's own requests). Proxy CPU is the proxy process's CPU time "
+        "(its threads' run time in /proc/PID/task/*/schedstat, in nanoseconds) over each request at "
+        "concurrency 1, over the API's segments above; tokens per proxy CPU-second is the per-core throughput "
+        "of the loop. The engine's CPU per request in the direct run is shown for scale: it parses nothing "
+        "and only writes one SSE event per token, so it bounds what any Python process pays per streamed event.",
         "",
         "The proxy's own first-token time is its `derender_proxy_first_token_overhead_seconds` histogram "
-        "(quantiles interpolated within buckets, as Prometheus does): arrival to engine request (body, "
+        "(quantiles interpolated within buckets, as Prometheus does; read after each request at concurrency "
+        "1, around each API segment above): arrival to engine request (body, "
         "validation, render) plus engine's first token to first events written (derender, SSE). The rest "
         "of the added TTFT is the extra hop itself: the proxied path has two more loopback sends to a "
         "sleeping process (client to proxy, proxy to client) and two more wakeups than the direct one.",
@@ -492,7 +771,8 @@ def main() -> int:
     # each to be compared within 10% (a paced request streams for seconds)
     parser.add_argument("--paced-min-requests", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=8,
-                        help="each level's requests in this many rounds of every run, the order rotated each round")
+                        help="the paired ratios' rounds: the mixed phase cut into this many by start order; above "
+                             "concurrency 1 the per-API segments run in this many rounds, their order rotated")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                         help="the proxy alone on the last CPU, the engine and the client on the others")
     parser.add_argument("--section", choices=["all", "zero", "paced"], default="all",
