@@ -20,7 +20,7 @@ per second, and the proxy's CPU seconds per request and engine tokens per proxy 
 /proc, so the engine and the client are not counted). The engine is the same in every run, so the
 difference is what the proxy adds: render, HTTP hop, derender, parsers, SSE.
 
-Two phases per level. A 2-CPU virtual machine's speed drifts over seconds (other tenants, steal):
+Two phases per level (three at concurrency 1). A 2-CPU virtual machine's speed drifts over seconds (other tenants, steal):
 runs measured one after another see different host speeds, and their per-round ratios to chat
 spread 0.5-2x. So:
 
@@ -36,6 +36,11 @@ spread 0.5-2x. So:
   request's tail (closing the stream, metrics) is never counted on the next, and every request
   starts on an idle proxy and engine: the previous stream's last work no longer overlaps the next
   first token, which makes the zero-delay concurrency-1 added TTFT comparable too.
+* first-token phase (TTFT at concurrency 1, `--first-token-requests` per run, default 192): the
+  mixed phase again with every answer capped at FIRST_TOKEN_CAP tokens. The first event leaves with
+  the first token, so the cap changes nothing before it; 48 full paced requests per run put the
+  standard error of the added-TTFT ratio near 9% (the TTFTs' spread is ~1 ms around ~2 ms
+  compared), as large as the 10% judged, and 4x the short requests take less time than them.
 * per-API segments (the costs above concurrency 1): in a mixed load the proxy's CPU cannot be told
   apart by API, so each run's CPU, tokens/s, the proxy's own first-token time and the client's CPU
   come from `--rounds` rounds of segments (the level's clients all calling one run), the runs'
@@ -251,6 +256,7 @@ class Run:
     ttfts: list[float]  # sorted
     round_p50s: list[float]  # TTFT p50 in each round of the mixed phase (nan: no request there)
     cost: Cost
+    ttft_phase: str = "mixed"  # where the TTFTs come from ("first-token" at concurrency 1)
 
     @property
     def p50(self) -> float:
@@ -461,15 +467,39 @@ async def segment_phase(targets: list[Target], level: int, per_run: int, rounds:
     return [segment_cost(p) for p in parts]
 
 
-async def measure_level(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str) -> list[Run]:
+# the answer's cap in the first-token phase: the first event leaves with the first token, so a cap
+# changes nothing before it, and short answers buy many more first tokens per minute
+FIRST_TOKEN_CAP = 16
+
+
+def capped(target: Target, tokens: int) -> Target:
+    """The same request with its answer capped at `tokens` (each API's own field)."""
+    body = orjson.loads(target.body)
+    if "sampling_params" in body:  # direct: the GenerateRequest
+        body["sampling_params"]["max_tokens"] = tokens
+    else:
+        body["max_output_tokens" if "input" in body else "max_tokens"] = tokens
+    return Target(target.name, target.url, orjson.dumps(body), target.pid)
+
+
+async def measure_level(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str,
+                        first_token_requests: int) -> list[Run]:
     """TTFT from the mixed phase; the costs from it too at concurrency 1 (one request in flight,
-    each its own reading), from the per-API segments above."""
+    each its own reading), from the per-API segments above. At concurrency 1 the TTFTs come from a
+    first-token phase instead (`first_token_requests` per run, when > 0): a 48-request p50's
+    standard error there is ~9% of the added TTFT compared, as large as the 10% judged."""
     samples = await mixed_phase(targets, level, per_run, proxy_url)
     chunks = rounds_of(samples, rounds)
     costs = ([mixed_cost(samples, chunks, run) for run in range(len(targets))] if level == 1
              else await segment_phase(targets, level, per_run, rounds, proxy_url))
+    phase = "mixed"
+    if level == 1 and first_token_requests > 0:
+        phase = "first-token"
+        samples = await mixed_phase([capped(t, FIRST_TOKEN_CAP) for t in targets], 1, first_token_requests,
+                                    proxy_url)
+        chunks = rounds_of(samples, rounds)
     return [Run(target.name, sorted(s.ttft for s in samples if s.run == run),
-                [p50_or_nan([s.ttft for s in chunk if s.run == run]) for chunk in chunks], costs[run])
+                [p50_or_nan([s.ttft for s in chunk if s.run == run]) for chunk in chunks], costs[run], phase)
             for run, target in enumerate(targets)]
 
 
@@ -478,7 +508,7 @@ def log_level(level: int, runs: list[Run]) -> None:
     for run in runs[1:]:
         cost = run.cost
         print(f"c={level} {run.name}: direct TTFT p50 {percentile_ms(direct.p50)} ms, proxied "
-              f"{percentile_ms(run.p50)} ms (mixed); {cost.tok_s:.0f} tok/s via proxy ({engine.tok_s:.0f} direct); "
+              f"{percentile_ms(run.p50)} ms ({run.ttft_phase}); {cost.tok_s:.0f} tok/s via proxy ({engine.tok_s:.0f} direct); "
               f"proxy CPU {cost.ms_per_request(cost.cpu)} ms/request, {cost.rate:.0f} tokens per CPU-second; "
               f"engine CPU (direct run) {engine.ms_per_request(engine.cpu)} ms/request; client CPU "
               f"{cost.ms_per_request(cost.client_cpu)} ms/request ({cost.phase})", flush=True)
@@ -557,7 +587,8 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
                    *(Target(name, proxy_url + path, body, proxy.pid) for name, path, body in apis)]
         rows = []
         for level in args.levels:
-            runs = await measure_level(targets, level, max(level * per_level, min_requests), args.rounds, proxy_url)
+            runs = await measure_level(targets, level, max(level * per_level, min_requests), args.rounds, proxy_url,
+                                       args.first_token_requests)
             log_level(level, runs)
             rows.append((level, runs))
     finally:
@@ -586,7 +617,8 @@ def table(rows: list[tuple[int, list[Run]]], token_delay_ms: float, per_level: i
         f"{first_chat.tokens // max(first_chat.requests, 1)} engine tokens per request; {per_level} requests per "
         f"unit of concurrency (at least {min_requests}) for each of the direct, chat completions, responses and "
         "messages runs. TTFT from the mixed phase (the four runs interleaved request by request; "
-        f"{rounds} rounds by start order). CPU, tokens/s, the engine's CPU and the proxy's own first-token time: "
+        f"{rounds} rounds by start order), at concurrency 1 from a first-token phase (the same, every answer "
+        f"capped at {FIRST_TOKEN_CAP} tokens, --first-token-requests per run). CPU, tokens/s, the engine's CPU and the proxy's own first-token time: "
         "at concurrency 1 from the same mixed phase (each request's own reading, every request started on an "
         f"idle proxy and engine), above it from {rounds} rounds of per-API segments, their order rotated each "
         f"round. Load average before the run {os.getloadavg()[0]:.1f}.",
@@ -639,8 +671,9 @@ def versus_chat(rows: list[tuple[int, list[Run]]], token_delay_ms: float) -> lis
     median of the rounds' paired ratios, each from the phase named in the row. Added TTFT is not
     judged at zero delay above concurrency 1: there it is queueing, not the front door's cost."""
     lines = ["Issues 12 and 13, vs the chat completions rows: pooled (the columns above), and the median "
-             "(min-max) of each round's ratio to chat's in the same round. Added TTFT from the mixed phase at "
-             "every level: a round is a stretch of consecutive requests of all four runs, its ratio "
+             "(min-max) of each round's ratio to chat's in the same round. Added TTFT from the mixed phase above "
+             "concurrency 1 and from the first-token phase at 1 (the same four runs interleaved, every answer "
+             f"capped at {FIRST_TOKEN_CAP} tokens, 4x the requests): a round is a stretch of consecutive requests of all four runs, its ratio "
              "(API p50 - direct p50) / (chat p50 - direct p50) in that stretch. Tokens per proxy CPU-second at "
              "concurrency 1 from the mixed phase too (each request's own CPU, the same stretches), above it from "
              "the per-API segments (a round is one rotation of the four segments). Within 10%: added TTFT <= 1.10x "
@@ -664,7 +697,7 @@ def versus_chat(rows: list[tuple[int, list[Run]]], token_delay_ms: float) -> lis
             pooled_rate = ratio(run.cost.rate, chat.cost.rate)
             lines.append(f"| {level} | {run.name} | {pooled_ttft:.2f}x / {median_range(ttft)}"
                          f"{'' if judged else ' (not judged)'} | {pooled_rate:.2f}x / {median_range(rate)} "
-                         f"| mixed; {run.cost.phase} | {'yes' if ok else 'no'} |")
+                         f"| {run.ttft_phase}; {run.cost.phase} | {'yes' if ok else 'no'} |")
     lines.append("")
     return lines
 
@@ -702,12 +735,14 @@ def header(pin: bool) -> str:
         "arrive one at a time, that floor, paid by the engine and twice by the proxy (engine socket, client "
         "socket), dominates the per-token CPU of the paced runs.",
         "",
-        "Two phases per level, because this machine's speed drifts over seconds (other tenants, steal) and "
+        "Two phases per level (three at concurrency 1), because this machine's speed drifts over seconds (other tenants, steal) and "
         "runs measured one after another see different host speeds. The mixed phase interleaves the direct, "
         "chat completions, responses and messages requests request by request (each client's k-th request "
         "goes to position (i + k) mod 4 of a cycle of the four, the three APIs' order changing from cycle to "
-        "cycle), so every run sees the same host speed and the same load; all TTFTs come from it, cut into "
-        "rounds by start order for the paired ratios. At concurrency 1 the costs come from it too: one "
+        "cycle), so every run sees the same host speed and the same load; the TTFTs come from it, cut into "
+        "rounds by start order for the paired ratios, except at concurrency 1, where a first-token phase (the "
+        f"same interleaving, every answer capped at {FIRST_TOKEN_CAP} tokens, 4x the requests) gives them: at 48 "
+        "full paced requests per run the standard error of the added-TTFT ratio was ~9%. At concurrency 1 the costs come from it too: one "
         "request in flight, each read on its own, and each started on an idle proxy and engine (both "
         "processes' CPU time re-read 1 ms apart until it stops moving, at most 20 ms, before the request, "
         "and the serving process's again after it, so the proxy's tail of one request never counts on the "
@@ -717,7 +752,7 @@ def header(pin: bool) -> str:
         "",
         "TTFT = time to the first SSE event (chat: the role chunk; responses: `response.created`; messages: "
         "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the "
-        "same percentile, in the mixed phase. tokens/s = engine tokens delivered per wall second (at "
+        "same percentile, in the phase that gave the TTFTs. tokens/s = engine tokens delivered per wall second (at "
         "concurrency 1: per second of the run's own requests). Proxy CPU is the proxy process's CPU time "
         "(its threads' run time in /proc/PID/task/*/schedstat, in nanoseconds) over each request at "
         "concurrency 1, over the API's segments above; tokens per proxy CPU-second is the per-core throughput "
@@ -751,6 +786,7 @@ def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
            "--paced-delay-ms", str(args.paced_delay_ms),
            "--paced-requests-per-level", str(args.paced_requests_per_level),
            "--paced-min-requests", str(args.paced_min_requests), "--rounds", str(args.rounds),
+           "--first-token-requests", str(args.first_token_requests),
            "--min-requests", str(args.min_requests),
            "--pin" if args.pin else "--no-pin", "--out", str(out)]
     subprocess.run(cmd, check=True)
@@ -773,6 +809,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8,
                         help="the paired ratios' rounds: the mixed phase cut into this many by start order; above "
                              "concurrency 1 the per-API segments run in this many rounds, their order rotated")
+    parser.add_argument("--first-token-requests", type=int, default=192,
+                        help="concurrency 1's TTFTs from this many requests per run with answers capped at "
+                             f"{FIRST_TOKEN_CAP} tokens (0: from the mixed phase's)")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                         help="the proxy alone on the last CPU, the engine and the client on the others")
     parser.add_argument("--section", choices=["all", "zero", "paced"], default="all",
