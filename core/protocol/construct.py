@@ -6,7 +6,8 @@ signatures each time): for the ~70 fields of a chat request that is ~0.2 ms on a
 first-token path (the Responses front door builds one per request, and two tool models per tool).
 Here the field table is read once per class (a template dict, copied per call); the instance is
 built as model_construct builds it (the same `__dict__` in field order, fields set, extra and
-private attributes), for values given by their field names (no aliases), all of them fields. tests/core/test_construct.py compares the two.
+private attributes), for values given by their field names (no aliases), all of them fields.
+tests/core/test_construct.py compares the two.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
-_MISSING = object()
 _set = object.__setattr__
 
 

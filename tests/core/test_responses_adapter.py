@@ -156,11 +156,9 @@ def test_framed_delta_events_are_named_events(state, delta, item_id, output_inde
 
     head, middle, tail = delta_framing(state, item_id, output_index)
     kind = _DELTA_KINDS[state]
-    payload = {"delta": delta, "item_id": item_id, "output_index": output_index} if state == "tool_call" else {
-        "content_index": 0, "delta": delta, "item_id": item_id, "output_index": output_index}
-    if state == "content":
-        payload = {**{k: payload[k] for k in ("content_index", "delta", "item_id")}, "logprobs": [],
-                   "output_index": output_index}
-    payload.update(sequence_number=sequence, type=kind)
+    # the payloads the stream wrote before (their keys in that order)
+    payload = ({} if state == "tool_call" else {"content_index": 0}) | {"delta": delta, "item_id": item_id}
+    payload |= ({"logprobs": []} if state == "content" else {}) | {"output_index": output_index,
+                                                                   "sequence_number": sequence, "type": kind}
     framed = head + orjson.dumps(delta) + middle + str(sequence).encode() + tail
     assert framed == named_event(kind, payload)

@@ -1,6 +1,6 @@
-"""ResponsesRequest's fast paths (plain messages, function tools) give what the full unions give.
+"""ResponsesRequest's function-tool fast path gives what the SDK's tool union gives.
 
-The fast paths exist for speed only; these compare them with the unions they skip, on valid and
+The fast path exists for speed only; these compare it with the union it skips, on valid and
 invalid shapes, so a change in the openai SDK's types cannot make them drift apart silently.
 """
 
