@@ -204,8 +204,14 @@ def test_the_sdk_folds_any_chunking_into_the_non_streamed_message(setups, setup,
     usage = whole["usage"]
     assert usage == {"input_tokens": len(rendered.prompt_token_ids), "output_tokens": usage["output_tokens"]}
     assert usage["output_tokens"] <= len(ids)
-    if finish == "length" and not whole.get("stop_sequence"):
+    # the length limit is max_tokens unless a stop sequence ended the output first (the proxy's
+    # match wins, as vLLM's; then a complete tool call is tool_use with no stop_sequence, as vLLM's)
+    matched = any(s in qwen3.tokenizer.decode(ids) for s in rendered.stop_sequences)
+    if finish == "length" and not matched:
         assert whole["stop_reason"] == "max_tokens"
+    elif matched:
+        assert whole["stop_reason"] in ("stop_sequence", "tool_use")
+        assert (whole["stop_reason"] == "stop_sequence") == (whole.get("stop_sequence") in rendered.stop_sequences)
     assert "<|im_end|>" not in text
 
 
