@@ -10,6 +10,9 @@ Tests, benchmarks and the demo run on it, so it also has fault knobs (`--fail-st
 `--drop-after`, `--stall-after`, changeable at run time through `POST /debug/faults`) and it
 records what it saw: `GET /debug/aborted` (every abort, by endpoint or client disconnect) and
 `GET /debug/requests` (the last generate bodies, e.g. to check that no `stop` reached it).
+`GET /debug/first-tokens` hands over (and forgets) each streamed request's id, arrival and first
+token written, on `time.perf_counter()`'s clock (CLOCK_MONOTONIC on Linux: the same in every process
+of the machine), so a benchmark can take the engine's own time to first token out of a client's.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class ReferenceEngine:
     received: collections.deque = field(default_factory=lambda: collections.deque(maxlen=256))
     live: dict[str, asyncio.Event] = field(default_factory=dict)
     generate_calls: int = 0
+    # (request id, arrival, first token written), perf_counter seconds; bounded, drained when read
+    first_tokens: collections.deque = field(default_factory=lambda: collections.deque(maxlen=65536))
 
     def record_abort(self, request_id: str, via: str) -> None:
         self.aborted.append({"request_id": request_id, "via": via, "time": time.monotonic()})
@@ -81,6 +86,7 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
+    arrived = time.perf_counter()
     engine = request.app[REFERENCE]
     _check_key(request, engine)
     data = await read_json_object(request)
@@ -98,7 +104,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     engine.live[rid] = abort
     try:
         if req.stream:
-            return await _stream(request, engine, gen, abort)
+            return await _stream(request, engine, gen, abort, arrived)
         return await _full(engine, gen, abort)
     finally:
         engine.live.pop(rid, None)
@@ -129,7 +135,7 @@ async def _full(engine: ReferenceEngine, gen: Generation, abort: asyncio.Event) 
 
 
 async def _stream(request: web.Request, engine: ReferenceEngine, gen: Generation,
-                  abort: asyncio.Event) -> web.StreamResponse:
+                  abort: asyncio.Event, arrived: float) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await resp.prepare(request)
     faults, delay = engine.faults, engine.token_delay
@@ -149,6 +155,8 @@ async def _stream(request: web.Request, engine: ReferenceEngine, gen: Generation
                     request.transport.close()  # type: ignore[union-attr]  # mid-stream cut, no [DONE]
                     return resp
                 await resp.write(_sse(event))
+                if not sent:
+                    engine.first_tokens.append((gen.request_id, arrived, time.perf_counter()))
                 sent += 1
         tail = _sse(gen.usage_event()) + SSE_DONE if gen.include_usage else SSE_DONE
         await resp.write(tail)
@@ -199,6 +207,12 @@ async def debug_requests(request: web.Request) -> web.Response:
     return json_response(list(request.app[REFERENCE].received))
 
 
+async def debug_first_tokens(request: web.Request) -> web.Response:
+    first_tokens = request.app[REFERENCE].first_tokens
+    taken = [first_tokens.popleft() for _ in range(len(first_tokens))]
+    return json_response([{"request_id": rid, "arrived": arrived, "first_token": first} for rid, arrived, first in taken])
+
+
 async def debug_faults(request: web.Request) -> web.Response:
     engine = request.app[REFERENCE]
     if request.method == "POST":
@@ -223,6 +237,7 @@ def create_reference_app(model: ModelInfo, *, replies: ReplyBook | None = None, 
     app.router.add_get("/v1/models", models)
     app.router.add_get("/debug/aborted", debug_aborted)
     app.router.add_get("/debug/requests", debug_requests)
+    app.router.add_get("/debug/first-tokens", debug_first_tokens)
     app.router.add_route("*", "/debug/faults", debug_faults)
     return app
 

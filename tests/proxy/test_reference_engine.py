@@ -278,6 +278,23 @@ async def test_requests_are_recorded(make_engine):
     assert seen[-1]["request_id"] == "rec" and seen[-1]["sampling_params"] == {"max_tokens": 2}
 
 
+async def test_first_token_times_are_handed_over_once(make_engine):
+    """Each streamed request's arrival and first token written, on the client's perf_counter clock
+    (a benchmark takes the engine's own time to first token out of the client's)."""
+    client = await make_engine(token_delay_ms=20)
+    before = time.perf_counter()
+    for rid in ("ft1", "ft2"):
+        await read_sse(await client.post("/inference/v1/generate", json={**body(), "stream": True, "request_id": rid}))
+    await client.post("/inference/v1/generate", json={**body(), "request_id": "not-streamed"})
+    after = time.perf_counter()
+    taken = await (await client.get("/debug/first-tokens")).json()
+    assert [t["request_id"] for t in taken] == ["generate-tokens-ft1", "generate-tokens-ft2"]
+    for t in taken:
+        # the first token waits one engine step (20 ms) after the request arrived
+        assert before <= t["arrived"] and t["arrived"] + 0.02 <= t["first_token"] <= after
+    assert await (await client.get("/debug/first-tokens")).json() == []
+
+
 def test_parse_replies_formats():
     assert parse_replies('["a", {"text": "b", "when": "weather"}]') == [("a", None), ("b", "weather")]
     assert parse_replies('"a"\n{"content": "b"}\n') == [("a", None), ("b", None)]
