@@ -44,7 +44,23 @@ spread 0.5-2x. So:
 * per-API segments (the costs above concurrency 1): in a mixed load the proxy's CPU cannot be told
   apart by API, so each run's CPU, tokens/s, the proxy's own first-token time and the client's CPU
   come from `--rounds` rounds of segments (the level's clients all calling one run), the runs'
-  order rotated each round; their TTFTs are not used.
+  order rotated each round; their TTFTs are not used. Segments one after another see different
+  host speeds and different alignments of the paced streams' wakeups: their per-round CPU ratios
+  spread 0.8-1.4, so they are shown but not compared.
+* per-API proxies (the costs compared above concurrency 1): the mixed phase again, each API served
+  by its own proxy process (three more proxies, the same flags, pinned to the proxy's CPU), so each
+  API's CPU is its own process's while the three see the same host speed and load, request by
+  request. Rounds are stretches of time: each proxy's CPU read 4 times a second, against the
+  tokens its requests streamed in the stretch (each request's tokens spread evenly from its first
+  event to its last).
+
+Added TTFT, engine's own time out: the reference engine records each streamed request's arrival and
+first token written (`GET /debug/first-tokens`, on perf_counter's clock, the same in every process
+here); every mixed-phase request names its engine request (X-Request-Id, or the Responses body's
+request_id), so its TTFT less that engine time is what the client's path added to it, request by
+request. The engine's wait for its first step (a 10 ms timer on a CPU it shares with the client)
+is the same for every run but was most of the TTFTs' spread; taken out, the API-to-chat ratios
+are compared on what the front doors do.
 
 CPU placement: on a machine with a few cores, three busy processes sharing them measure the
 kernel's scheduler more than the proxy (a client waiting for its first event queues behind the
@@ -71,6 +87,7 @@ import itertools
 import math
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -78,7 +95,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -87,6 +103,11 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.loop_report import header, log_level, table  # noqa: E402
+from bench.loop_runs import (  # noqa: E402
+    FIRST_TOKEN_CAP, JSON_HEADERS, Cost, Run, Sample, Target, add_buckets, cpu_at, cpu_sets, own_ttfts, p50_or_nan,
+    tokens_in,
+)
 from proxy.engine.sse import SSEDecoder  # noqa: E402
 
 REPLY = ("<think>\nThe user asks for the weather in Paris. I know a tool for that, so I will call it with "
@@ -152,10 +173,11 @@ def output_tokens(event: bytes) -> int | None:
     return int(found) if found else None
 
 
-async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, int]:
+async def one_stream(session: aiohttp.ClientSession, url: str, body: bytes,
+                     headers: dict[str, str] = JSON_HEADERS) -> tuple[float, int]:
     """(time to first event, engine tokens reported by the last event with a usage)."""
     t0 = time.perf_counter()
-    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+    async with session.post(url, data=body, headers=headers) as resp:
         if resp.status != 200:
             raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
         decoder = SSEDecoder()
@@ -183,88 +205,6 @@ async def overhead_buckets(session: aiohttp.ClientSession, proxy_url: str) -> di
         text = await r.text()
     return {float(sample.labels["le"]): sample.value for family in text_string_to_metric_families(text)
             for sample in family.samples if sample.name == OVERHEAD}
-
-
-def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
-    """Prometheus' histogram_quantile over cumulative bucket counts (linear within a bucket)."""
-    bounds = sorted(cumulative)
-    counts = [cumulative[b] for b in bounds]
-    total = counts[-1] if counts else 0.0
-    if not total:
-        return float("nan")
-    rank, lower, below = q * total, 0.0, 0.0
-    for bound, count in zip(bounds, counts):
-        if count >= rank:
-            if bound == float("inf"):
-                return lower
-            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
-        lower, below = bound, count
-    return lower
-
-
-@dataclass(frozen=True)
-class Target:
-    """One run: where its requests go and whose CPU they cost (the engine's for direct)."""
-    name: str
-    url: str
-    body: bytes
-    pid: int
-
-
-@dataclass
-class Sample:
-    """One request of the mixed phase."""
-    run: int  # index in the targets: 0 direct, then the APIs
-    order: int  # start order within the phase
-    ttft: float
-    tokens: int
-    seconds: float  # start to the last event
-    cpu: float = 0.0  # concurrency 1 only: the serving process's CPU over the request, settled
-    client_cpu: float = 0.0  # concurrency 1 only: this client's CPU over the request
-    buckets: dict[float, float] = field(default_factory=dict)  # concurrency 1 only: its first-token overhead
-
-
-@dataclass
-class Cost:
-    """A run's CPU and throughput, from `phase`: at concurrency 1 the mixed phase's per-request
-    readings, above it the per-API segments."""
-    phase: str
-    requests: int
-    tokens: int
-    cpu: float  # the serving process's CPU seconds (the engine's for direct)
-    seconds: float  # wall seconds the requests streamed, for tokens/s
-    client_cpu: float
-    round_rates: list[float]  # tokens per CPU-second, round by round
-    buckets: dict[float, float]  # the proxy's first-token-overhead histogram (cumulative counts)
-
-    @property
-    def rate(self) -> float:
-        return self.tokens / self.cpu if self.cpu > 0 else math.nan
-
-    @property
-    def tok_s(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else math.nan
-
-    def ms_per_request(self, seconds: float) -> str:
-        return f"{seconds / max(self.requests, 1) * 1000:.2f}"
-
-
-@dataclass
-class Run:
-    """One run at one level: its TTFTs from the mixed phase, its costs from `cost.phase`."""
-    name: str
-    ttfts: list[float]  # sorted
-    round_p50s: list[float]  # TTFT p50 in each round of the mixed phase (nan: no request there)
-    cost: Cost
-    ttft_phase: str = "mixed"  # where the TTFTs come from ("first-token" at concurrency 1)
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.ttfts)
-
-    @property
-    def p99(self) -> float:
-        return self.ttfts[min(len(self.ttfts) - 1, int(len(self.ttfts) * 0.99))]
 
 
 async def run_level(url: str, body: bytes, concurrency: int, total: int) -> dict:
@@ -329,14 +269,6 @@ class OverheadSince:
         return since
 
 
-def add_buckets(parts: list[dict[float, float]]) -> dict[float, float]:
-    total: dict[float, float] = {}
-    for part in parts:
-        for bound, count in part.items():
-            total[bound] = total.get(bound, 0.0) + count
-    return total
-
-
 # a cycle of the mixed phase: the direct request, then the three APIs in one of their six orders
 CYCLES = [(0, *order) for order in itertools.permutations((1, 2, 3))]
 
@@ -360,11 +292,24 @@ async def warm_up(session: aiohttp.ClientSession, targets: list[Target]) -> floa
     return statistics.mean(durations)
 
 
+# the engine request of a mixed-phase request is named bq<order>z (order: its start order in the phase)
+TAG = re.compile(r"bq(\d+)z")
+
+
 async def timed_request(session: aiohttp.ClientSession, targets: list[Target], run: int, order: int) -> Sample:
     target = targets[run]
     t0 = time.perf_counter()
-    ttft, tokens = await one_stream(session, target.url, target.body)
-    return Sample(run, order, ttft, tokens, time.perf_counter() - t0)
+    ttft, tokens = await one_stream(session, target.url, *target.tagged(f"bq{order}z"))
+    return Sample(run, order, ttft, tokens, time.perf_counter() - t0, t0)
+
+
+async def engine_first_tokens(session: aiohttp.ClientSession, engine_url: str) -> dict[int, float]:
+    """The engine's own time to first token (arrival to first token written) of the tagged requests
+    it streamed since the last call, by tag (the reference engine's /debug/first-tokens)."""
+    async with session.get(engine_url + "/debug/first-tokens") as r:
+        taken = await r.json()
+    return {int(m.group(1)): t["first_token"] - t["arrived"] for t in taken
+            if (m := TAG.search(t["request_id"])) is not None}
 
 
 async def measured_request(session: aiohttp.ClientSession, targets: list[Target], run: int, order: int,
@@ -376,23 +321,25 @@ async def measured_request(session: aiohttp.ClientSession, targets: list[Target]
     before = {pid: await settled_cpu(pid) for pid in sorted({t.pid for t in targets})}
     target = targets[run]
     c0, t0 = time.process_time(), time.perf_counter()
-    ttft, tokens = await one_stream(session, target.url, target.body)
+    ttft, tokens = await one_stream(session, target.url, *target.tagged(f"bq{order}z"))
     seconds, client_cpu = time.perf_counter() - t0, time.process_time() - c0
     cpu = await settled_cpu(target.pid) - before[target.pid]
     buckets = await overhead.read() if run else {}
-    return Sample(run, order, ttft, tokens, seconds, cpu, client_cpu, buckets)
+    return Sample(run, order, ttft, tokens, seconds, t0, cpu=cpu, client_cpu=client_cpu, buckets=buckets)
 
 
-async def mixed_phase(targets: list[Target], level: int, per_run: int, proxy_url: str) -> list[Sample]:
+async def mixed_phase(targets: list[Target], level: int, per_run: int, proxy_url: str, engine_url: str) -> list[Sample]:
     """The four runs interleaved request by request (`mixed_run`), so every run sees the same host
     speed and the same load. Each client sends whole cycles: every run gets the same number of
-    requests, at least `per_run`. At concurrency 1 each request also gets its own CPU reading."""
+    requests, at least `per_run`. At concurrency 1 each request also gets its own CPU reading. Every
+    request gets the engine's own time to first token (its engine request is tagged)."""
     cycles = -(-per_run // level)
     starts = itertools.count()
     samples: list[Sample] = []
     rng = random.Random(level)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=level)) as session:
         duration = await warm_up(session, targets)
+        await engine_first_tokens(session, engine_url)  # forget what came before
         overhead = OverheadSince(session, proxy_url)
         if level == 1:
             await overhead.start()
@@ -406,6 +353,9 @@ async def mixed_phase(targets: list[Target], level: int, per_run: int, proxy_url
                                else await timed_request(session, targets, run, next(starts)))
 
         await asyncio.gather(*(client(i) for i in range(level)))
+        engine_ttfts = await engine_first_tokens(session, engine_url)
+    for sample in samples:
+        sample.engine_ttft = engine_ttfts.get(sample.order, math.nan)
     return samples
 
 
@@ -415,10 +365,6 @@ def rounds_of(samples: list[Sample], rounds: int) -> list[list[Sample]]:
     ordered = sorted(samples, key=lambda s: s.order)
     size = len(ordered) / rounds
     return [ordered[round(r * size):round((r + 1) * size)] for r in range(rounds)]
-
-
-def p50_or_nan(values: list[float]) -> float:
-    return statistics.median(values) if values else math.nan
 
 
 def cpu_rate(samples: list[Sample]) -> float:
@@ -467,11 +413,6 @@ async def segment_phase(targets: list[Target], level: int, per_run: int, rounds:
     return [segment_cost(p) for p in parts]
 
 
-# the answer's cap in the first-token phase: the first event leaves with the first token, so a cap
-# changes nothing before it, and short answers buy many more first tokens per minute
-FIRST_TOKEN_CAP = 16
-
-
 def capped(target: Target, tokens: int) -> Target:
     """The same request with its answer capped at `tokens` (each API's own field)."""
     body = orjson.loads(target.body)
@@ -479,56 +420,89 @@ def capped(target: Target, tokens: int) -> Target:
         body["sampling_params"]["max_tokens"] = tokens
     else:
         body["max_output_tokens" if "input" in body else "max_tokens"] = tokens
-    return Target(target.name, target.url, orjson.dumps(body), target.pid)
+    return Target(target.name, target.url, orjson.dumps(body), target.pid, target.tag_in_body)
+
+
+def sample_cpu(pids: list[int], every: float, readings: list[tuple[float, list[float]]],
+               stop: asyncio.Event) -> asyncio.Task:
+    """A task reading the processes' CPU seconds every `every` seconds until `stop` (and once after)."""
+    async def sample() -> None:
+        while True:
+            readings.append((time.perf_counter(), [cpu_seconds(pid) for pid in pids]))
+            if stop.is_set():
+                return
+            try:
+                await asyncio.wait_for(stop.wait(), every)
+            except TimeoutError:
+                pass
+    return asyncio.create_task(sample())
+
+
+async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int, rounds: int,
+                                engine_url: str) -> list[Cost]:
+    """The costs above concurrency 1, each API in its own proxy process: the mixed phase with the
+    chat completions, responses and messages requests sent to three proxies alike (the same flags,
+    pinned to the same CPU), so each API's CPU is its process's while all see the same host speed and
+    load, request by request. Rounds: the phase cut into `rounds` stretches of time, each API's CPU
+    in a stretch (interpolated between readings 0.25 s apart) against the tokens it streamed there."""
+    pids = [t.pid for t in targets[1:]]
+    readings: list[tuple[float, list[float]]] = []
+    async with aiohttp.ClientSession() as session:
+        overheads = [OverheadSince(session, t.url.split("/v1/")[0]) for t in targets[1:]]
+        for overhead in overheads:
+            await overhead.start()
+        before = [await settled_cpu(pid) for pid in pids]
+        stop = asyncio.Event()
+        sampler = sample_cpu(pids, 0.25, readings, stop)
+        samples = await mixed_phase(targets, level, per_run, "", engine_url)
+        stop.set()
+        await sampler
+        after = [await settled_cpu(pid) for pid in pids]
+        buckets = [await overhead.read() for overhead in overheads]
+    begin, end = readings[0][0], readings[-1][0]
+    bounds = [begin + (end - begin) * r / rounds for r in range(rounds + 1)]
+    costs = [segment_cost([])]  # direct: its CPU is the engine's, not compared
+    for i, run in enumerate(range(1, len(targets))):
+        mine = [s for s in samples if s.run == run]
+        round_rates = []
+        for a, b in zip(bounds, bounds[1:]):
+            cpu = cpu_at(readings, b, i) - cpu_at(readings, a, i)
+            round_rates.append(tokens_in(mine, a, b) / cpu if cpu > 0 else math.nan)
+        costs.append(Cost("per-API proxies, interleaved", len(mine), sum(s.tokens for s in mine),
+                          after[i] - before[i], sum(s.seconds for s in mine), math.nan, round_rates, buckets[i]))
+    return costs
 
 
 async def measure_level(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str,
-                        first_token_requests: int) -> list[Run]:
+                        first_token_requests: int, engine_url: str,
+                        per_api_targets: list[Target] | None = None) -> list[Run]:
     """TTFT from the mixed phase; the costs from it too at concurrency 1 (one request in flight,
     each its own reading), from the per-API segments above. At concurrency 1 the TTFTs come from a
     first-token phase instead (`first_token_requests` per run, when > 0): a 48-request p50's
     standard error there is ~9% of the added TTFT compared, as large as the 10% judged."""
-    samples = await mixed_phase(targets, level, per_run, proxy_url)
+    samples = await mixed_phase(targets, level, per_run, proxy_url, engine_url)
     chunks = rounds_of(samples, rounds)
     costs = ([mixed_cost(samples, chunks, run) for run in range(len(targets))] if level == 1
              else await segment_phase(targets, level, per_run, rounds, proxy_url))
+    judged: list[Cost | None] = [None] * len(targets)
+    if level > 1 and per_api_targets is not None:
+        judged = list(await per_api_proxies_phase(per_api_targets, level, per_run, rounds, engine_url))
     phase = "mixed"
     if level == 1 and first_token_requests > 0:
         phase = "first-token"
         samples = await mixed_phase([capped(t, FIRST_TOKEN_CAP) for t in targets], 1, first_token_requests,
-                                    proxy_url)
+                                    proxy_url, engine_url)
         chunks = rounds_of(samples, rounds)
     return [Run(target.name, sorted(s.ttft for s in samples if s.run == run),
-                [p50_or_nan([s.ttft for s in chunk if s.run == run]) for chunk in chunks], costs[run], phase)
+                [p50_or_nan([s.ttft for s in chunk if s.run == run]) for chunk in chunks], costs[run], phase,
+                own_ttfts([s for s in samples if s.run == run]),
+                [p50_or_nan(own_ttfts([s for s in chunk if s.run == run])) for chunk in chunks], judged[run])
             for run, target in enumerate(targets)]
-
-
-def log_level(level: int, runs: list[Run]) -> None:
-    direct, engine = runs[0], runs[0].cost
-    for run in runs[1:]:
-        cost = run.cost
-        print(f"c={level} {run.name}: direct TTFT p50 {percentile_ms(direct.p50)} ms, proxied "
-              f"{percentile_ms(run.p50)} ms ({run.ttft_phase}); {cost.tok_s:.0f} tok/s via proxy ({engine.tok_s:.0f} direct); "
-              f"proxy CPU {cost.ms_per_request(cost.cpu)} ms/request, {cost.rate:.0f} tokens per CPU-second; "
-              f"engine CPU (direct run) {engine.ms_per_request(engine.cpu)} ms/request; client CPU "
-              f"{cost.ms_per_request(cost.client_cpu)} ms/request ({cost.phase})", flush=True)
-
-
-def cpu_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
-    """(CPUs of the proxy, CPUs of the engine and this client), or (None, None) unpinned."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if not pin or len(cpus) < 2:
-        return None, None
-    return {cpus[-1]}, set(cpus[:-1])
 
 
 def pinned(cpus: set[int] | None):
     """A preexec_fn that binds the child (all its future threads) to `cpus`."""
     return None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
-
-
-def percentile_ms(v: float) -> str:
-    return f"{v * 1000:.2f}"
 
 
 async def request_bodies(proxy_url: str) -> tuple[bytes, list[tuple[str, str, bytes]]]:
@@ -567,213 +541,53 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               preexec_fn=pinned(other_cpus))
     proxy_exe = [sys.executable, os.environ["BENCH_PROXY_RUNNER"]] if os.environ.get("BENCH_PROXY_RUNNER") else exe
-    proxy = subprocess.Popen([*proxy_exe, "serve", "--port", str(proxy_port), "--served-model-name", "tiny-qwen3",
-                              "--engine-url", f"http://127.0.0.1:{engine_port}", "--tool-call-parser", "hermes",
-                              "--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--no-access-log",
-                              "--log-level", "warning"],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             preexec_fn=pinned(proxy_cpus))
+
+    def start_proxy(port: int) -> subprocess.Popen:
+        return subprocess.Popen([*proxy_exe, "serve", "--port", str(port), "--served-model-name", "tiny-qwen3",
+                                 "--engine-url", f"http://127.0.0.1:{engine_port}", "--tool-call-parser", "hermes",
+                                 "--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--no-access-log",
+                                 "--log-level", "warning"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                preexec_fn=pinned(proxy_cpus))
+
+    proxy = start_proxy(proxy_port)
+    # above concurrency 1, one more proxy per API (the same flags and CPU) for the interleaved costs
+    per_api_ports = [free_port() for _ in range(3)] if max(args.levels) > 1 else []
+    per_api_proxies = [start_proxy(port) for port in per_api_ports]
     engine_url, proxy_url = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{proxy_port}"
     try:
         await wait_up(engine_url)
-        await wait_up(proxy_url)
+        for url in (proxy_url, *(f"http://127.0.0.1:{port}" for port in per_api_ports)):
+            await wait_up(url)
         direct_body, apis = await request_bodies(proxy_url)
+        direct = Target("direct", engine_url + "/inference/v1/generate", direct_body, engine.pid)
+        targets = [direct, *(Target(name, proxy_url + path, body, proxy.pid, path == "/v1/responses")
+                             for name, path, body in apis)]
+        per_api_targets = None
+        if per_api_proxies:
+            per_api_targets = [direct, *(Target(name, f"http://127.0.0.1:{port}{path}", body, p.pid,
+                                                path == "/v1/responses")
+                                         for (name, path, body), port, p in zip(apis, per_api_ports, per_api_proxies))]
         # one request per front door first: the first Messages request runs the renderer's per-model
         # probes (tens of ms, once per process), which are no part of the steady state measured here
         async with aiohttp.ClientSession() as session:
-            for _, path, body in apis:
-                await one_stream(session, proxy_url + path, body)
-        targets = [Target("direct", engine_url + "/inference/v1/generate", direct_body, engine.pid),
-                   *(Target(name, proxy_url + path, body, proxy.pid) for name, path, body in apis)]
+            for target in targets[1:] + (per_api_targets or [])[1:]:
+                await one_stream(session, target.url, target.body)
         rows = []
         for level in args.levels:
             runs = await measure_level(targets, level, max(level * per_level, min_requests), args.rounds, proxy_url,
-                                       args.first_token_requests)
+                                       args.first_token_requests, engine_url, per_api_targets)
             log_level(level, runs)
             rows.append((level, runs))
     finally:
-        for p in (proxy, engine):
+        for p in (proxy, *per_api_proxies, engine):
             p.send_signal(signal.SIGTERM)
-        for p in (proxy, engine):
+        for p in (proxy, *per_api_proxies, engine):
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
     return table(rows, token_delay_ms, per_level, min_requests, args.rounds)
-
-
-def ratio(value: float, chat: float) -> float:
-    return value / chat if chat else math.nan
-
-
-def table(rows: list[tuple[int, list[Run]]], token_delay_ms: float, per_level: int, min_requests: int,
-          rounds: int) -> str:
-    pace = ("zero token delay: the engine streams as fast as it can, so every level saturates the CPUs"
-            if not token_delay_ms else f"{token_delay_ms:g} ms per token, like a real engine's decode")
-    first_chat = rows[0][1][1].cost
-    lines = [
-        f"## Engine at {pace}",
-        "",
-        f"{first_chat.tokens // max(first_chat.requests, 1)} engine tokens per request; {per_level} requests per "
-        f"unit of concurrency (at least {min_requests}) for each of the direct, chat completions, responses and "
-        "messages runs. TTFT from the mixed phase (the four runs interleaved request by request; "
-        f"{rounds} rounds by start order), at concurrency 1 from a first-token phase (the same, every answer "
-        f"capped at {FIRST_TOKEN_CAP} tokens, --first-token-requests per run). CPU, tokens/s, the engine's CPU and the proxy's own first-token time: "
-        "at concurrency 1 from the same mixed phase (each request's own reading, every request started on an "
-        f"idle proxy and engine), above it from {rounds} rounds of per-API segments, their order rotated each "
-        f"round. Load average before the run {os.getloadavg()[0]:.1f}.",
-        "",
-        "| concurrency | API | TTFT p50 direct / proxied (ms) | added TTFT p50 (ms) "
-        "| TTFT p99 direct / proxied (ms) | added TTFT p99 (ms) | tokens/s direct | tokens/s proxied "
-        "| proxy CPU ms / request | tokens per proxy CPU-second | engine CPU ms / request (direct run) "
-        "| proxy's own first-token time p50 / p99 (ms) | vs chat: added TTFT p50, tokens per CPU-s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for level, runs in rows:
-        direct, chat = runs[0], runs[1]
-        engine = direct.cost
-        for run in runs[1:]:
-            cost = run.cost
-            # issues 12 and 13: the other front doors within 10% of chat (added TTFT <= 1.10x, rate >= 0.90x)
-            versus = ("" if run is chat else f"{ratio(run.p50 - direct.p50, chat.p50 - direct.p50):.2f}x, "
-                      f"{ratio(cost.rate, chat.cost.rate):.2f}x")
-            lines.append(
-                f"| {level} | {run.name} | {percentile_ms(direct.p50)} / {percentile_ms(run.p50)} "
-                f"| {percentile_ms(run.p50 - direct.p50)} "
-                f"| {percentile_ms(direct.p99)} / {percentile_ms(run.p99)} "
-                f"| {percentile_ms(run.p99 - direct.p99)} | {engine.tok_s:.0f} | {cost.tok_s:.0f} "
-                f"| {cost.ms_per_request(cost.cpu)} | {cost.rate:.0f} | {engine.ms_per_request(engine.cpu)} "
-                f"| {percentile_ms(bucket_quantile(0.5, cost.buckets))} / "
-                f"{percentile_ms(bucket_quantile(0.99, cost.buckets))} | {versus} |")
-    lines.append("")
-    lines.extend(versus_chat(rows, token_delay_ms))
-    return "\n".join(lines)
-
-
-def paired(values: list[float], chat_values: list[float]) -> list[float]:
-    """Round by round, the API's value over chat's in the same round (the mixed phase: the same
-    stretch of requests; the segments: next to each other in one rotation), so what drifts across
-    the run cancels out. Rounds where chat's value is not positive or missing are left out."""
-    return sorted(v / c for v, c in zip(values, chat_values) if c > 0 and math.isfinite(v))
-
-
-def added_rounds(run: Run, direct: Run) -> list[float]:
-    """The run's added TTFT p50 in each round of the mixed phase: its p50 minus direct's there."""
-    return [p - d for p, d in zip(run.round_p50s, direct.round_p50s)]
-
-
-def median_range(ratios: list[float]) -> str:
-    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})" if ratios else "-"
-
-
-def versus_chat(rows: list[tuple[int, list[Run]]], token_delay_ms: float) -> list[str]:
-    """Issues 12 and 13, the other front doors against chat: pooled (the table's columns) and the
-    median of the rounds' paired ratios, each from the phase named in the row. Added TTFT is not
-    judged at zero delay above concurrency 1: there it is queueing, not the front door's cost."""
-    lines = ["Issues 12 and 13, vs the chat completions rows: pooled (the columns above), and the median "
-             "(min-max) of each round's ratio to chat's in the same round. Added TTFT from the mixed phase above "
-             "concurrency 1 and from the first-token phase at 1 (the same four runs interleaved, every answer "
-             f"capped at {FIRST_TOKEN_CAP} tokens, 4x the requests): a round is a stretch of consecutive requests of all four runs, its ratio "
-             "(API p50 - direct p50) / (chat p50 - direct p50) in that stretch. Tokens per proxy CPU-second at "
-             "concurrency 1 from the mixed phase too (each request's own CPU, the same stretches), above it from "
-             "the per-API segments (a round is one rotation of the four segments). Within 10%: added TTFT <= 1.10x "
-             "and tokens per proxy CPU-second >= 0.90x, judged on the per-round median. Added TTFT is judged on "
-             "the paced engine and, at zero delay, at concurrency 1: there every request starts on an idle proxy "
-             "and engine, so the previous stream's last work no longer overlaps the next request's first token; "
-             "at zero delay above concurrency 1 it is queueing behind a saturated proxy (not judged).", "",
-             "| concurrency | API | added TTFT p50: pooled / per-round median (min-max) "
-             "| tokens per proxy CPU-second: pooled / per-round median (min-max) | phases (TTFT; CPU) "
-             "| within 10% |",
-             "|---|---|---|---|---|---|"]
-    for level, runs in rows:
-        direct, chat = runs[0], runs[1]
-        for run in runs[2:]:
-            ttft = paired(added_rounds(run, direct), added_rounds(chat, direct))
-            rate = paired(run.cost.round_rates, chat.cost.round_rates)
-            judged = bool(token_delay_ms) or level == 1
-            ok = (bool(rate) and statistics.median(rate) >= 0.90
-                  and (not judged or (bool(ttft) and statistics.median(ttft) <= 1.10)))
-            pooled_ttft = ratio(run.p50 - direct.p50, chat.p50 - direct.p50)
-            pooled_rate = ratio(run.cost.rate, chat.cost.rate)
-            lines.append(f"| {level} | {run.name} | {pooled_ttft:.2f}x / {median_range(ttft)}"
-                         f"{'' if judged else ' (not judged)'} | {pooled_rate:.2f}x / {median_range(rate)} "
-                         f"| {run.ttft_phase}; {run.cost.phase} | {'yes' if ok else 'no'} |")
-    lines.append("")
-    return lines
-
-
-def wakeup_cost_us() -> float:
-    """CPU microseconds one idle event-loop wakeup costs on this machine (100 x sleep 5 ms): the
-    floor under any per-token cost when tokens arrive one at a time (virtual machines pay a lot)."""
-    async def probe() -> float:
-        c0 = time.process_time()
-        for _ in range(100):
-            await asyncio.sleep(0.005)
-        return (time.process_time() - c0) / 100 * 1e6
-    return asyncio.run(probe())
-
-
-def header(pin: bool) -> str:
-    proxy_cpus, other_cpus = cpu_sets(pin)
-    placement = (f"Placement: the proxy pinned alone to CPU {sorted(proxy_cpus)[0]}, the engine and the client to "
-                 f"CPU {','.join(map(str, sorted(other_cpus)))} (`--pin`), in every run. "
-                 if proxy_cpus is not None and other_cpus is not None else "Placement: unpinned (`--no-pin`). ")
-    return "\n".join([
-        "# Front-door loop benchmark (`bench/loop.py`)",
-        "",
-        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs "
-        f"(Python {sys.version.split()[0]}). Three processes on loopback: the reference engine, "
-        "`derender-proxy serve` with `--tool-call-parser hermes --reasoning-parser qwen3 "
-        "--enable-auto-tool-choice`, and the aiohttp client (other jobs may run on the machine: see the load "
-        "average). " + placement + "Clients run closed loops whose starts are spread over one request's "
-        "duration (a steady state, not a burst). Each request streams one chat answer with reasoning, "
-        f"content and a hermes tool call ({len(REPLY)} characters), as a chat completion "
-        "(`/v1/chat/completions`), as a Responses request (`/v1/responses`) and as an Anthropic message "
-        "(`/v1/messages`: the same conversation and tool, the same prompt and reply, written as each API's "
-        "events). One idle event-loop wakeup costs "
-        f"{wakeup_cost_us():.0f} us of CPU here (an `asyncio.sleep`; a few us on bare metal): when tokens "
-        "arrive one at a time, that floor, paid by the engine and twice by the proxy (engine socket, client "
-        "socket), dominates the per-token CPU of the paced runs.",
-        "",
-        "Two phases per level (three at concurrency 1), because this machine's speed drifts over seconds (other tenants, steal) and "
-        "runs measured one after another see different host speeds. The mixed phase interleaves the direct, "
-        "chat completions, responses and messages requests request by request (each client's k-th request "
-        "goes to position (i + k) mod 4 of a cycle of the four, the three APIs' order changing from cycle to "
-        "cycle), so every run sees the same host speed and the same load; the TTFTs come from it, cut into "
-        "rounds by start order for the paired ratios, except at concurrency 1, where a first-token phase (the "
-        f"same interleaving, every answer capped at {FIRST_TOKEN_CAP} tokens, 4x the requests) gives them: at 48 "
-        "full paced requests per run the standard error of the added-TTFT ratio was ~9%. At concurrency 1 the costs come from it too: one "
-        "request in flight, each read on its own, and each started on an idle proxy and engine (both "
-        "processes' CPU time re-read 1 ms apart until it stops moving, at most 20 ms, before the request, "
-        "and the serving process's again after it, so the proxy's tail of one request never counts on the "
-        "next one). Above concurrency 1 the proxy's CPU in a mixed load cannot be told apart by API, so the "
-        "costs (CPU, tokens/s, the proxy's own first-token time, the client's CPU) come from rounds of "
-        "per-API segments (the level's clients all calling one run), their order rotated each round.",
-        "",
-        "TTFT = time to the first SSE event (chat: the role chunk; responses: `response.created`; messages: "
-        "`message_start`; all leave with the engine's first token). Added TTFT = proxied minus direct at the "
-        "same percentile, in the phase that gave the TTFTs. tokens/s = engine tokens delivered per wall second (at "
-        "concurrency 1: per second of the run's own requests). Proxy CPU is the proxy process's CPU time "
-        "(its threads' run time in /proc/PID/task/*/schedstat, in nanoseconds) over each request at "
-        "concurrency 1, over the API's segments above; tokens per proxy CPU-second is the per-core throughput "
-        "of the loop. The engine's CPU per request in the direct run is shown for scale: it parses nothing "
-        "and only writes one SSE event per token, so it bounds what any Python process pays per streamed event.",
-        "",
-        "The proxy's own first-token time is its `derender_proxy_first_token_overhead_seconds` histogram "
-        "(quantiles interpolated within buckets, as Prometheus does; read after each request at concurrency "
-        "1, around each API segment above): arrival to engine request (body, "
-        "validation, render) plus engine's first token to first events written (derender, SSE). The rest "
-        "of the added TTFT is the extra hop itself: the proxied path has two more loopback sends to a "
-        "sleeping process (client to proxy, proxy to client) and two more wakeups than the direct one.",
-        "",
-        "Targets (issue 5): added TTFT <= 2 ms p50 and <= 8 ms p99 at concurrency 32, which the anchors "
-        "(docs/anchors.md section 6) set at <= 50% of saturation: the paced table is that condition, the "
-        "zero-delay one saturates everything by construction, so its TTFT is queueing (and the proxy, "
-        "slower than the bare engine, throttles it). >= 25k streamed tokens/s per core with hermes + qwen3 "
-        "parsers: the tokens per proxy CPU-second column. Issues 12 and 13: the responses and messages rows' "
-        "added TTFT and tokens per proxy CPU-second within 10% of the chat completions rows of the same run.",
-        "",
-    ])
 
 
 def section_in_fresh_process(args: argparse.Namespace, paced: bool) -> str:
@@ -824,7 +638,7 @@ def main() -> int:
         text = asyncio.run(main_async(args, args.paced_delay_ms, args.paced_requests_per_level,
                                       args.paced_min_requests))
     else:
-        sections = [header(args.pin), section_in_fresh_process(args, paced=False)]
+        sections = [header(args.pin, len(REPLY)), section_in_fresh_process(args, paced=False)]
         if args.paced_delay_ms > 0:
             sections.append(section_in_fresh_process(args, paced=True))
         text = "\n".join(sections)
