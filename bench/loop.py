@@ -59,8 +59,10 @@ first token written (`GET /debug/first-tokens`, on perf_counter's clock, the sam
 here); every mixed-phase request names its engine request (X-Request-Id, or the Responses body's
 request_id), so its TTFT less that engine time is what the client's path added to it, request by
 request. The engine's wait for its first step (a 10 ms timer on a CPU it shares with the client)
-is the same for every run but was most of the TTFTs' spread; taken out, the API-to-chat ratios
-are compared on what the front doors do.
+is no part of what the front doors add; taken out, the ratios compare only the client's path. (On
+this VM it was not the main part of the spread: the per-round ratios spread about as widely
+either way; the rest is the proxy's own first-token work, which runs several times slower in the
+server than in a hot loop, its caches cold between requests.)
 
 CPU placement: on a machine with a few cores, three busy processes sharing them measure the
 kernel's scheduler more than the proxy (a client waiting for its first event queues behind the
@@ -451,15 +453,14 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
         overheads = [OverheadSince(session, t.url.split("/v1/")[0]) for t in targets[1:]]
         for overhead in overheads:
             await overhead.start()
-        before = [await settled_cpu(pid) for pid in pids]
         stop = asyncio.Event()
         sampler = sample_cpu(pids, 0.25, readings, stop)
         samples = await mixed_phase(targets, level, per_run, "", engine_url)
         stop.set()
         await sampler
-        after = [await settled_cpu(pid) for pid in pids]
         buckets = [await overhead.read() for overhead in overheads]
-    begin, end = readings[0][0], readings[-1][0]
+    # the measured stretch: the first request sent to the last one ended (not the warm-up before it)
+    begin, end = min(s.start for s in samples), max(s.start + s.seconds for s in samples)
     bounds = [begin + (end - begin) * r / rounds for r in range(rounds + 1)]
     costs = [segment_cost([])]  # direct: its CPU is the engine's, not compared
     for i, run in enumerate(range(1, len(targets))):
@@ -468,8 +469,10 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
         for a, b in zip(bounds, bounds[1:]):
             cpu = cpu_at(readings, b, i) - cpu_at(readings, a, i)
             round_rates.append(tokens_in(mine, a, b) / cpu if cpu > 0 else math.nan)
-        costs.append(Cost("per-API proxies, interleaved", len(mine), sum(s.tokens for s in mine),
-                          after[i] - before[i], sum(s.seconds for s in mine), math.nan, round_rates, buckets[i]))
+        # pooled: the stretch's CPU (the readings around it; after - before adds the warm-up's)
+        cpu = cpu_at(readings, end, i) - cpu_at(readings, begin, i)
+        costs.append(Cost("per-API proxies, interleaved", len(mine), sum(s.tokens for s in mine), cpu,
+                          sum(s.seconds for s in mine), math.nan, round_rates, buckets[i]))
     return costs
 
 

@@ -109,7 +109,7 @@ def versus_chat(rows: list[tuple[int, list[Run]]], token_delay_ms: float) -> lis
              "of all four runs, its ratio (API p50 - direct p50) / (chat p50 - direct p50) in that stretch. "
              "Judged: each request's TTFT less the engine's own time to first token for that request (its "
              "arrival to its first token written, read from the reference engine on the same clock), so the "
-             "engine's timer jitter, the same for every run, no longer widens the spread; the as-measured ratio "
+             "engine's wait for its first step (its timer's jitter) is no part of the comparison; the as-measured ratio "
              "is shown beside it. Tokens per proxy CPU-second at concurrency 1 from the mixed phase (each "
              "request's own CPU, the same stretches); above it from the per-API proxies (the mixed phase with "
              "each API served by its own proxy process, the three alike and pinned to the same CPU, so each "

@@ -135,7 +135,7 @@ FIRST_TOKEN_CAP = 16
 def own_ttfts(samples: list[Sample]) -> list[float]:
     """Each request's TTFT less its engine's own time to first token: the engine's wait for its
     first step (its timer's jitter, shared with the client's CPU) is no part of what the front
-    doors add, and taken out request by request it no longer widens the spread compared."""
+    doors add."""
     return sorted(s.ttft - s.engine_ttft for s in samples if math.isfinite(s.engine_ttft))
 
 
