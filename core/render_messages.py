@@ -103,6 +103,7 @@ from core.chat_template import select_template
 from core.errors import RequestError, bad_request
 from core.model import ModelInfo
 from core.protocol.chat import ChatCompletionRequest
+from core.protocol.construct import construct
 from core.protocol.common import (
     ChatCompletionNamedToolChoiceParam,
     ChatCompletionToolsParam,
@@ -307,18 +308,43 @@ def _check_tools_for_choice(request: AnyMessagesRequest, tools: list[AnthropicTo
         raise bad_request(MISSING_TOOLS_MESSAGE.format(type=choice.type), param="tool_choice")
 
 
+def chat_fields(request: AnyMessagesRequest, merge_inline_system: bool = False) -> dict[str, Any]:
+    """The fields vLLM builds its ChatCompletionRequest from (tools and the rest are set after)."""
+    fields: dict[str, Any] = {"model": request.model, "messages": chat_messages(request, merge_inline_system),
+                              "chat_template_kwargs": request.chat_template_kwargs}
+    if isinstance(request, AnthropicMessagesRequest):
+        fields.update(max_tokens=request.max_tokens, max_completion_tokens=request.max_tokens,
+                      stop=request.stop_sequences, temperature=request.temperature, top_p=request.top_p,
+                      top_k=request.top_k, watermarking=request.watermarking, cache_salt=request.cache_salt,
+                      kv_transfer_params=request.kv_transfer_params, ec_transfer_params=request.ec_transfer_params,
+                      vllm_xargs=request.vllm_xargs, mm_payload=request.mm_payload)
+    return fields
+
+
+# the fields the chat request's validation checks or copies beyond what the Anthropic request's did:
+# cache_salt's rules, the transfer params' media rule, and dicts it rebuilds
+_CHAT_CHECKED = ("chat_template_kwargs", "cache_salt", "kv_transfer_params", "ec_transfer_params", "vllm_xargs")
+
+
+def chat_request_of(fields: dict[str, Any]) -> ChatCompletionRequest:
+    """`ChatCompletionRequest.model_validate(fields)`, as vLLM validates it, or the same request
+    built without validating when none of `_CHAT_CHECKED` is set: then every value was validated
+    by the Anthropic request with the chat field's own type and bounds (max_tokens, stop strings,
+    sampling numbers, mm_payload), every message `chat_messages` makes has a string role (the one
+    message rule), and no before-validator applies (no tools, tool_choice, stream options,
+    response format, logprobs, reasoning_content or cache salt yet). Validating again cost ~15 us
+    hot and ~150 us in the server (cold caches between requests), most of what Messages added to
+    the time to first token over chat completions. tests/core/test_render_messages.py compares
+    the two for any request."""
+    if any(fields.get(name) is not None for name in _CHAT_CHECKED):
+        return ChatCompletionRequest.model_validate(fields)
+    return construct(ChatCompletionRequest, **fields)
+
+
 def to_chat_request(request: AnyMessagesRequest, *, merge_inline_system: bool = False,
                     disabled_thinking_effort: str = "none") -> ChatCompletionRequest:
     """The ChatCompletionRequest vLLM renders for an Anthropic request (see the module docstring)."""
-    base: dict[str, Any] = {"model": request.model, "messages": chat_messages(request, merge_inline_system),
-                            "chat_template_kwargs": request.chat_template_kwargs}
-    if isinstance(request, AnthropicMessagesRequest):
-        base.update(max_tokens=request.max_tokens, max_completion_tokens=request.max_tokens,
-                    stop=request.stop_sequences, temperature=request.temperature, top_p=request.top_p,
-                    top_k=request.top_k, watermarking=request.watermarking, cache_salt=request.cache_salt,
-                    kv_transfer_params=request.kv_transfer_params, ec_transfer_params=request.ec_transfer_params,
-                    vllm_xargs=request.vllm_xargs, mm_payload=request.mm_payload)
-    chat = ChatCompletionRequest.model_validate(base)
+    chat = chat_request_of(chat_fields(request, merge_inline_system))
     # what follows is assigned, not validated: vLLM sets these after building its request
     if isinstance(request, AnthropicMessagesRequest) and request.stream:
         chat.stream = True
@@ -496,4 +522,4 @@ def request_size(request: AnyMessagesRequest) -> int:
 
 __all__ = ["MessagesRenderer", "RenderedMessages", "RequestError", "chat_messages", "count_tokens_body",
            "probe_disabled_thinking_effort", "request_size", "resolve_tools", "template_requires_leading_system",
-           "to_chat_request"]
+           "to_chat_request", "chat_fields", "chat_request_of"]

@@ -26,9 +26,12 @@ from core.protocol.messages import (
     anthropic_error_type,
 )
 from core.render import RenderOptions
+from core.protocol.chat import ChatCompletionRequest
 from core.render_messages import (
     MessagesRenderer,
+    chat_fields,
     chat_messages,
+    chat_request_of,
     probe_disabled_thinking_effort,
     template_requires_leading_system,
     to_chat_request,
@@ -258,3 +261,55 @@ def test_any_valid_request_renders_or_is_a_4xx(qwen3, messages, system, tools, t
     count_body = {k: v for k, v in body.items() if k in AnthropicCountTokensRequest.model_fields}
     assert renderer.count_tokens(AnthropicCountTokensRequest.model_validate(count_body)) == len(ids)
     json.dumps(rendered.generate_request)  # plain JSON all the way down
+
+
+IMAGE_BLOCK = st.builds(lambda d: {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": d}},
+                        st.sampled_from(["AAAA", ""]))
+FIELDS = {
+    # each optional field: what a client may send, valid or not for the chat request's own rules
+    "temperature": st.none() | st.floats(-1, 3) | st.integers(0, 2),
+    "top_p": st.none() | st.floats(0, 1),
+    "top_k": st.none() | st.integers(-1, 50),
+    "stop_sequences": st.none() | st.lists(TEXT, max_size=3),
+    "stream": st.booleans(),
+    "watermarking": st.none() | st.booleans(),
+    "mm_payload": st.sampled_from(["tensors", "none"]),
+    "cache_salt": st.none() | st.sampled_from(["salt", "a/b", "x" * 200]),
+    "kv_transfer_params": st.none() | st.just({"prompt_token_ids": [1, 2]}) | st.just({"do_remote_decode": True}),
+    "ec_transfer_params": st.none() | st.just({"k": 1}),
+    "vllm_xargs": st.none() | st.just({"a": 1}),
+    "chat_template_kwargs": st.none() | st.just({"enable_thinking": False}),
+}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(MESSAGE | st.builds(lambda b: {"role": "user", "content": [b]}, IMAGE_BLOCK),
+                         min_size=1, max_size=4),
+       system=st.none() | TEXT | st.lists(TEXT_BLOCK, max_size=2), merge=st.booleans(), data=st.data())
+def test_the_chat_request_is_built_as_validating_it_would(messages, system, merge, data):
+    """`chat_request_of` skips the chat request's validation only where it changes nothing: the
+    same request (fields, fields set, values) or, where the chat rules refuse it, the same error."""
+    body = {"model": "tiny-qwen3", "max_tokens": data.draw(st.integers(1, 4096)), "messages": messages}
+    if system is not None:
+        body["system"] = system
+    for name, values in FIELDS.items():
+        if data.draw(st.booleans()):
+            body[name] = data.draw(values)
+    try:
+        request = AnthropicMessagesRequest.model_validate(copy.deepcopy(body))
+        fields = chat_fields(request, merge)
+    except (ValidationError, RequestError):
+        return
+    try:
+        expected = ChatCompletionRequest.model_validate(copy.deepcopy(fields))
+    except Exception as exc:  # the chat rules' own errors (cache_salt's, ...) must stay
+        with pytest.raises(type(exc)):
+            chat_request_of(copy.deepcopy(fields))
+        return
+    built = chat_request_of(copy.deepcopy(fields))
+    assert len(built.request_id) == len(expected.request_id) == 16  # random, made per request by both
+    built.__dict__["request_id"] = expected.request_id
+    assert built.__dict__ == expected.__dict__
+    assert list(built.__dict__) == list(expected.__dict__)
+    assert built.model_fields_set == expected.model_fields_set
+    assert built.model_dump() == expected.model_dump()
