@@ -52,7 +52,8 @@ spread 0.5-2x. So:
   API's CPU is its own process's while the three see the same host speed and load, request by
   request. Rounds are stretches of time: each proxy's CPU read 4 times a second, against the
   tokens its requests streamed in the stretch (each request's tokens spread evenly from its first
-  event to its last).
+  event to its last). Between their phases the three are frozen (SIGSTOP): idle, each still woke
+  several times a second on the measured proxy's CPU.
 
 Added TTFT, engine's own time out: the reference engine records each streamed request's arrival and
 first token written (`GET /debug/first-tokens`, on perf_counter's clock, the same in every process
@@ -449,6 +450,7 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
     in a stretch (interpolated between readings 0.25 s apart) against the tokens it streamed there."""
     pids = [t.pid for t in targets[1:]]
     readings: list[tuple[float, list[float]]] = []
+    resumed(pids)
     async with aiohttp.ClientSession() as session:
         overheads = [OverheadSince(session, t.url.split("/v1/")[0]) for t in targets[1:]]
         for overhead in overheads:
@@ -459,6 +461,7 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
         stop.set()
         await sampler
         buckets = [await overhead.read() for overhead in overheads]
+    stopped(pids)
     # the measured stretch: the first request sent to the last one ended (not the warm-up before it)
     begin, end = min(s.start for s in samples), max(s.start + s.seconds for s in samples)
     bounds = [begin + (end - begin) * r / rounds for r in range(rounds + 1)]
@@ -474,6 +477,18 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
         costs.append(Cost("per-API proxies, interleaved", len(mine), sum(s.tokens for s in mine), cpu,
                           sum(s.seconds for s in mine), math.nan, round_rates, buckets[i]))
     return costs
+
+
+def stopped(pids: list[int]) -> None:
+    """Freeze the per-API proxies between their phases: idle, each still wakes several times a
+    second (its event-loop lag probe, engine health checks) on the measured proxy's CPU."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def resumed(pids: list[int]) -> None:
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
 
 
 async def measure_level(targets: list[Target], level: int, per_run: int, rounds: int, proxy_url: str,
@@ -576,6 +591,7 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
         async with aiohttp.ClientSession() as session:
             for target in targets[1:] + (per_api_targets or [])[1:]:
                 await one_stream(session, target.url, target.body)
+        stopped([p.pid for p in per_api_proxies])
         rows = []
         for level in args.levels:
             runs = await measure_level(targets, level, max(level * per_level, min_requests), args.rounds, proxy_url,
@@ -583,6 +599,7 @@ async def main_async(args: argparse.Namespace, token_delay_ms: float, per_level:
             log_level(level, runs)
             rows.append((level, runs))
     finally:
+        resumed([p.pid for p in per_api_proxies])
         for p in (proxy, *per_api_proxies, engine):
             p.send_signal(signal.SIGTERM)
         for p in (proxy, *per_api_proxies, engine):
