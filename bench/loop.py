@@ -443,10 +443,10 @@ def sample_cpu(pids: list[int], every: float, readings: list[tuple[float, list[f
 
 async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int, rounds: int,
                                 engine_url: str) -> list[Cost]:
-    """The costs above concurrency 1, each API in its own proxy process: the mixed phase with the
-    chat completions, responses and messages requests sent to three proxies alike (the same flags,
-    pinned to the same CPU), so each API's CPU is its process's while all see the same host speed and
-    load, request by request. Rounds: the phase cut into `rounds` stretches of time, each API's CPU
+    """The APIs' costs above concurrency 1 (not direct's: that is the engine's), each API in its own
+    proxy process: the mixed phase with the chat completions, responses and messages requests sent
+    to three proxies alike (the same flags, pinned to the same CPU), so each API's CPU is its
+    process's while all see the same host speed and load, request by request. Rounds: the phase cut into `rounds` stretches of time, each API's CPU
     in a stretch (interpolated between readings 0.25 s apart) against the tokens it streamed there."""
     pids = [t.pid for t in targets[1:]]
     readings: list[tuple[float, list[float]]] = []
@@ -465,7 +465,7 @@ async def per_api_proxies_phase(targets: list[Target], level: int, per_run: int,
     # the measured stretch: the first request sent to the last one ended (not the warm-up before it)
     begin, end = min(s.start for s in samples), max(s.start + s.seconds for s in samples)
     bounds = [begin + (end - begin) * r / rounds for r in range(rounds + 1)]
-    costs = [segment_cost([])]  # direct: its CPU is the engine's, not compared
+    costs = []
     for i, run in enumerate(range(1, len(targets))):
         mine = [s for s in samples if s.run == run]
         round_rates = []
@@ -504,7 +504,7 @@ async def measure_level(targets: list[Target], level: int, per_run: int, rounds:
              else await segment_phase(targets, level, per_run, rounds, proxy_url))
     judged: list[Cost | None] = [None] * len(targets)
     if level > 1 and per_api_targets is not None:
-        judged = list(await per_api_proxies_phase(per_api_targets, level, per_run, rounds, engine_url))
+        judged = [None, *await per_api_proxies_phase(per_api_targets, level, per_run, rounds, engine_url)]
     phase = "mixed"
     if level == 1 and first_token_requests > 0:
         phase = "first-token"

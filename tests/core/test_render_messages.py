@@ -25,8 +25,8 @@ from core.protocol.messages import (
     anthropic_error_body,
     anthropic_error_type,
 )
-from core.render import RenderOptions
 from core.protocol.chat import ChatCompletionRequest
+from core.render import RenderOptions
 from core.render_messages import (
     MessagesRenderer,
     chat_fields,

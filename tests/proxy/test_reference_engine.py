@@ -290,8 +290,8 @@ async def test_first_token_times_are_handed_over_once(make_engine):
     taken = await (await client.get("/debug/first-tokens")).json()
     assert [t["request_id"] for t in taken] == ["generate-tokens-ft1", "generate-tokens-ft2"]
     for t in taken:
-        # the first token waits one engine step (20 ms) after the request arrived
-        assert before <= t["arrived"] and t["arrived"] + 0.02 <= t["first_token"] <= after
+        # the first token waits one engine step (20 ms, a timer that may fire a hair early) after arrival
+        assert before <= t["arrived"] and t["arrived"] + 0.019 <= t["first_token"] <= after
     assert await (await client.get("/debug/first-tokens")).json() == []
 
 
