@@ -216,6 +216,8 @@ def test_ping_on_a_long_silence(stack, monkeypatch):
     events = sse(text)
     names = [name for name, _ in events]
     assert "ping" in names and names.index("ping") > 0  # after message_start
+    # the keepalive re-arms after each ping and each write: 150 ms silences at a 30 ms interval
+    assert names.count("ping") >= 2
     assert all(payload == {"type": "ping"} for name, payload in events if name == "ping")
     # the SDK skips them
     stack.set_replies(["one two"], token_delay_ms=150)
