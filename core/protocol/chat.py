@@ -74,7 +74,7 @@ class ChatCompletionRequest(OpenAIBaseModel):
     presence_penalty: float | None = None
     response_format: AnyResponseFormat | None = None
     seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
-    stop: StopParam = []
+    stop: StopParam = Field(default_factory=list)  # (a factory: a [] default is deep-copied per request)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     temperature: float | None = None
@@ -94,7 +94,7 @@ class ChatCompletionRequest(OpenAIBaseModel):
     repetition_penalty: float | None = None
     watermarking: bool | None = None
     length_penalty: float = 1.0
-    stop_token_ids: list[int] | None = []
+    stop_token_ids: list[int] | None = Field(default_factory=list)
     include_stop_str_in_output: bool = False
     ignore_eos: bool = False
     min_tokens: int = 0

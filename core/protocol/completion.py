@@ -56,7 +56,7 @@ class CompletionRequest(OpenAIBaseModel):
     n: int = 1
     presence_penalty: float | None = None
     seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
-    stop: StopParam = []
+    stop: StopParam = Field(default_factory=list)  # (a factory: a [] default is deep-copied per request)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     suffix: str | None = None
@@ -70,7 +70,7 @@ class CompletionRequest(OpenAIBaseModel):
     repetition_penalty: float | None = None
     watermarking: bool | None = None
     length_penalty: float = 1.0
-    stop_token_ids: list[int] | None = []
+    stop_token_ids: list[int] | None = Field(default_factory=list)
     include_stop_str_in_output: bool = False
     ignore_eos: bool = False
     min_tokens: int = 0

@@ -166,8 +166,8 @@ class ResponsesRequest(OpenAIBaseModel):
     structured_outputs: StructuredOutputsParams | None = None
     repetition_penalty: float | None = None
     seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
-    stop: StopParam = []
-    stop_token_ids: list[int] | None = []
+    stop: StopParam = Field(default_factory=list)  # (a factory: a [] default is deep-copied per request)
+    stop_token_ids: list[int] | None = Field(default_factory=list)
     ignore_eos: bool = False
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     kv_transfer_params: dict[str, Any] | None = None

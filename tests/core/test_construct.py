@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, PrivateAttr
 
 from core.protocol.chat import ChatCompletionRequest
 from core.protocol.common import ChatCompletionToolsParam, FunctionDefinition
@@ -42,3 +43,29 @@ def test_mutable_defaults_are_not_shared():
     first.stop.append("x")
     second = construct(ChatCompletionRequest, messages=[], model="m")
     assert (second.stop_token_ids, second.stop) == ([], [])
+
+
+class _PrivateFactory(BaseModel):
+    x: int = 0
+    _seen: list[int] = PrivateAttr(default_factory=list)
+
+
+class _OwnPostInit(BaseModel):
+    x: int = 0
+    _flag: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any) -> None:
+        self._flag = True
+
+
+@pytest.mark.parametrize("cls", [_PrivateFactory, _OwnPostInit, ChatCompletionRequest])
+def test_private_attributes_as_model_construct(cls):
+    """The copied private defaults stand in for pydantic's post-init only where that is all it does
+    (no factory, no model_post_init of the class's own), and are never shared between instances."""
+    values = {"messages": [], "model": "m"} if cls is ChatCompletionRequest else {"x": 1}
+    first, second, slow = construct(cls, **values), construct(cls, **values), cls.model_construct(**values)
+    assert first.__pydantic_private__ == slow.__pydantic_private__
+    assert first.__pydantic_private__ is not second.__pydantic_private__
+    if cls is _PrivateFactory:
+        first._seen.append(1)
+        assert second._seen == []
