@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from core.derender.adapters.sse import named_event
 from core.derender.choice import ChoiceEvent, ChoiceResult
@@ -38,7 +39,9 @@ def random_id(prefix: str) -> str:
 
 
 def _dump(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
+    if value is None or type(value) is str:  # most echoed fields (no failed attribute lookup for them)
+        return value
+    if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, list):
         return [_dump(v) for v in value]
