@@ -47,12 +47,28 @@ CASES = {
 }
 
 
-def _up(url: str) -> bool:
+def _server_is(url: str, model: str, *, parses_reasoning: bool, max_model_len: int | None = None) -> bool:
+    """Whether `url` is a vLLM server configured as the comparison needs: the served model (and
+    context length), and whether it parses reasoning (probed with `<think>x</think>y` in Qwen3 ids).
+    A server on the port configured otherwise (another test file's layout) skips, not fails."""
     try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
+        with urllib.request.urlopen(url + "/v1/models", timeout=2) as resp:
+            served = json.loads(resp.read())["data"][0]
+        if served["id"] != model or (max_model_len is not None and served.get("max_model_len") != max_model_len):
+            return False
+        if model != "tiny-qwen3":
+            return not parses_reasoning
+        probe = {"model": model, "prompt_token_ids": [151644, 77091, 198],
+                 "chat_request": {"messages": [{"role": "user", "content": "x"}]},
+                 "generate_response": {"request_id": "generate-tokens-probe", "choices": [
+                     {"index": 0, "finish_reason": "stop", "stop_reason": None, "token_ids": [151667, 87, 151668, 88]}]}}
+        request = urllib.request.Request(url + "/v1/chat/completions/derender", data=json.dumps(probe).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            message = json.loads(resp.read())["choices"][0]["message"]
+    except (OSError, ValueError, KeyError, IndexError):
         return False
+    return (message.get("reasoning") == "x") == parses_reasoning
 
 
 def _aggregate(chunks: list[dict]) -> tuple:
@@ -113,7 +129,8 @@ async def _stream(post, ids, finish, chat_request):
     return chunks
 
 
-@pytest.mark.skipif(not _up(PARSERS_URL), reason="vLLM 0.33 parser render server (8110) not running")
+@pytest.mark.skipif(not _server_is(PARSERS_URL, "tiny-qwen3", parses_reasoning=True),
+                    reason="no vLLM 0.33 render server with hermes + qwen3 on 8110")
 @pytest.mark.parametrize("name", sorted(CASES))
 async def test_parser_server_matches_vllm(ours, qwen3, name):
     text, extra = CASES[name]
@@ -151,7 +168,8 @@ async def test_parser_server_matches_vllm(ours, qwen3, name):
 PLAIN_TEXTS = ["The answer is 42. STOP here please", "数字 一 二 三 四 END 五", "a\n\nb\n\nc 🎉 d"]
 
 
-@pytest.mark.skipif(not _up(PLAIN_URL), reason="vLLM 0.33 plain render server (8111) not running")
+@pytest.mark.skipif(not _server_is(PLAIN_URL, "tiny-qwen3", parses_reasoning=False),
+                    reason="no vLLM 0.33 plain render server for tiny-qwen3 on 8111")
 @pytest.mark.parametrize("text", PLAIN_TEXTS)
 @pytest.mark.parametrize("stop,include,min_tokens", [(["STOP", "END"], False, 0), (["\n\n", "三"], True, 0),
                                                       (["e", "二"], False, 3)])
@@ -173,6 +191,8 @@ async def test_plain_server_stop_strings_match_vllm(aiohttp_client, qwen3, text,
 # -- random payloads against the plain servers (Qwen3 on 8111, Llama-3 max_model_len 256 on 8112) --
 
 PLAIN_SERVERS = {"qwen3": "http://127.0.0.1:8111", "llama3": "http://127.0.0.1:8112"}
+PLAIN_SERVERS_UP = (_server_is(PLAIN_SERVERS["qwen3"], "tiny-qwen3", parses_reasoning=False)
+                    and _server_is(PLAIN_SERVERS["llama3"], "tiny-llama3", parses_reasoning=False, max_model_len=256))
 
 
 def _post_sync(url: str, body: dict) -> tuple[int, dict]:
@@ -198,7 +218,7 @@ def _models(qwen3, llama3):
     return {"qwen3": qwen3, "llama3": dataclasses.replace(llama3, max_model_len=256)}
 
 
-@pytest.mark.skipif(not all(_up(u) for u in PLAIN_SERVERS.values()), reason="vLLM 0.33 plain servers not running")
+@pytest.mark.skipif(not PLAIN_SERVERS_UP, reason="no vLLM 0.33 plain servers on 8111 (tiny-qwen3) and 8112 (tiny-llama3, 256)")
 @pytest.mark.parametrize("seed", range(4))
 def test_random_non_streaming_matches_vllm(qwen3, llama3, seed):
     """Random ids (special, byte, out-of-vocab), prompts, skip/spaces flags, logprobs cuts."""
@@ -233,7 +253,7 @@ def test_random_non_streaming_matches_vllm(qwen3, llama3, seed):
         assert scrub(json.loads(json.dumps(got))) == scrub(expected), body
 
 
-@pytest.mark.skipif(not all(_up(u) for u in PLAIN_SERVERS.values()), reason="vLLM 0.33 plain servers not running")
+@pytest.mark.skipif(not PLAIN_SERVERS_UP, reason="no vLLM 0.33 plain servers on 8111 (tiny-qwen3) and 8112 (tiny-llama3, 256)")
 @pytest.mark.parametrize("seed", range(4))
 def test_random_streams_match_vllm_chunk_for_chunk(qwen3, llama3, seed):
     """Random chunkings of random ids, EOS with and without stop_reason, logprobs, usage,
