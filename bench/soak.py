@@ -1,21 +1,24 @@
 """Soak the front door: N streamed requests at concurrency C, and watch the proxy's memory.
 
-    python bench/soak.py [--requests 45000] [--concurrency 64] [--cancel-every 7] [--out bench/results/soak.md]
+    python bench/soak.py [--requests 45000] [--concurrency 64] [--cancel-every 7] [--store sqlite|redis]
+                         [--out bench/results/soak.md]
 
 Two processes on loopback, as in production: `derender-proxy reference-engine` and `derender-proxy
 serve` in front of it with the hermes + qwen3 parsers; this client (aiohttp) keeps C streams
 going until N have been sent. The mix, in turn: streamed chats with a tool call and reasoning
 (usage included), streamed completions with stop strings and logprobs, streamed Responses
-requests with the same tool (stored: `store` is OpenAI's default, in an SQLite store bounded to
-`--store-max-bytes` so that it evicts during the run), and streamed Anthropic messages with the
-tool and a stop sequence; every `--cancel-every`th request a client that leaves after its first
-events (the proxy must abort the engine request).
+requests with the same tool (stored: `store` is OpenAI's default; in an SQLite store, or a real
+Redis server with `--store redis`, bounded to `--store-max-bytes` so that it evicts during the
+run), and streamed Anthropic messages with the tool and a stop sequence; every
+`--cancel-every`th request a client that leaves after its first events (the proxy must abort the
+engine request).
 
 Reported: status counts (for 200s, whether the stream ended with its API's last event: `data:
 [DONE]`, `response.completed` / `response.incomplete`, `message_stop`; and whether it carried an
 error event), cancellations against the aborts the engine saw, throughput, and the
-proxy's resident memory (VmRSS, sampled every `--sample-interval` seconds) as a curve over the
-run: flat after warm-up is the goal; growth in the second half of the run would be a leak.
+proxy's resident memory (VmRSS, sampled every `--sample-interval` seconds) and the store's size
+(SQLite: its file and WAL on disk; Redis: its `used_memory`) as curves over the run: flat after
+warm-up is the goal; growth in the second half of the run would be a leak.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from stack import PARSER_FLAGS, ROOT, publish, stack  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 from proxy.engine.sse import SSEDecoder  # noqa: E402
+from proxy.store.redis import PREFIX as STORE_PREFIX  # noqa: E402
+from tests.services.redis_server import redis_server  # noqa: E402
 
 REPLY = ("<think>\nThe user wants the weather in Paris; I will call the tool.\n</think>\n\n"
          "Let me check.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
@@ -60,9 +65,6 @@ RESPONSES = {"model": "tiny-qwen3", "input": "Weather in Paris?", "stream": True
 MESSAGES = {"model": "tiny-qwen3", "messages": [{"role": "user", "content": "Weather in Paris?"}], "stream": True,
             "max_tokens": 200, "stop_sequences": ["Paris\"}"],
             "tools": [{"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]}
-
-
-STORE_FILES = "responses.db*"
 
 
 class Route(NamedTuple):
@@ -101,7 +103,8 @@ async def one(session: aiohttp.ClientSession, url: str, route: Route, cancel: bo
     """One streamed request; its outcome: "200 done", "200 error-event", "200 cut", "cancelled",
     "<status>" or the client-side exception's name."""
     try:
-        async with session.post(url + route.path, data=route.body, headers={"Content-Type": "application/json"}) as resp:
+        async with session.post(url + route.path, data=route.body,
+                                headers={"Content-Type": "application/json"}) as resp:
             if resp.status != 200:
                 await resp.read()
                 return str(resp.status)
@@ -122,16 +125,52 @@ async def one(session: aiohttp.ClientSession, url: str, route: Route, cancel: bo
         return type(exc).__name__
 
 
-def files_mb(directory: Path, pattern: str) -> float:
-    """What the files matching `pattern` take on disk (the store: its file and WAL), in MB."""
-    total = 0
-    for path in directory.glob(pattern):
-        with contextlib.suppress(FileNotFoundError):  # (the WAL comes and goes)
-            total += path.stat().st_size
-    return total / 2**20
+class SQLiteProbe:
+    """The embedded store: an SQLite file; its size is the file and its WAL on disk."""
+
+    label = "SQLite file and WAL on disk"
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "responses.db"
+        self.url = f"sqlite:///{self.path}"
+
+    def size_mb(self) -> float:
+        total = 0
+        for path in self.path.parent.glob(self.path.name + "*"):
+            with contextlib.suppress(FileNotFoundError):  # (the WAL comes and goes)
+                total += path.stat().st_size
+        return total / 2**20
+
+    def records(self) -> tuple[int, int]:
+        """(records, their bytes), as the store's own size bound counts them."""
+        db = sqlite3.connect(self.path)
+        try:
+            return db.execute("SELECT count(*), coalesce(sum(size), 0) FROM responses").fetchone()
+        finally:
+            db.close()
 
 
-async def soak(args: argparse.Namespace, proxy_url: str, proxy_pid: int, engine_url: str, store_dir: Path) -> dict:
+class RedisProbe:
+    """The replicas' store: a real Redis server; its size is Redis's `used_memory`."""
+
+    label = "Redis used_memory"
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.url = url
+        self.client = redis.Redis.from_url(url)
+
+    def size_mb(self) -> float:
+        return self.client.info("memory")["used_memory"] / 2**20
+
+    def records(self) -> tuple[int, int]:
+        index, total = f"{STORE_PREFIX}:index", f"{STORE_PREFIX}:bytes"  # (proxy/store/redis.py's keys)
+        return self.client.zcard(index), int(self.client.get(total) or 0)
+
+
+async def soak(args: argparse.Namespace, proxy_url: str, proxy_pid: int, engine_url: str,
+               store: SQLiteProbe | RedisProbe) -> dict:
     outcomes: collections.Counter = collections.Counter()
     samples: list[tuple[float, int, float, float]] = []  # (seconds, requests finished, RSS MB, store MB)
     next_index = 0
@@ -140,7 +179,7 @@ async def soak(args: argparse.Namespace, proxy_url: str, proxy_pid: int, engine_
 
     async def sampler() -> None:
         while True:
-            samples.append((time.monotonic() - t0, finished, rss_mb(proxy_pid), files_mb(store_dir, STORE_FILES)))
+            samples.append((time.monotonic() - t0, finished, rss_mb(proxy_pid), store.size_mb()))
             await asyncio.sleep(args.sample_interval)
 
     async def worker(session: aiohttp.ClientSession) -> None:
@@ -160,7 +199,7 @@ async def soak(args: argparse.Namespace, proxy_url: str, proxy_pid: int, engine_
     wall = time.monotonic() - t0
     await asyncio.sleep(1.0)  # let the last aborts land
     probe.cancel()
-    samples.append((time.monotonic() - t0, finished, rss_mb(proxy_pid), files_mb(store_dir, STORE_FILES)))
+    samples.append((time.monotonic() - t0, finished, rss_mb(proxy_pid), store.size_mb()))
     async with aiohttp.ClientSession() as s:
         async with s.get(engine_url + "/debug/aborted") as r:
             aborted = await r.json()
@@ -189,7 +228,7 @@ def report(args: argparse.Namespace, result: dict) -> str:
         f"(token delay {args.token_delay_ms:g} ms) and `derender-proxy serve` with the hermes + qwen3 parsers on "
         f"loopback; {args.requests} streamed requests at concurrency {args.concurrency}, in turn a chat with "
         "reasoning and a tool call (usage included), a completion with a stop string and logprobs, a Responses "
-        "request with the tool (stored, in an SQLite store bounded to "
+        f"request with the tool (stored, in {'a Redis' if args.store == 'redis' else 'an SQLite'} store bounded to "
         f"{args.store_max_bytes / 2**20:g} MiB), and an Anthropic message with the tool and a stop sequence; every "
         f"{args.cancel_every}th client leaves after its first events. A stream is done when it ends with its API's "
         "last event (`[DONE]`, `response.completed` / `response.incomplete`, `message_stop`).",
@@ -202,20 +241,20 @@ def report(args: argparse.Namespace, result: dict) -> str:
         "",
         f"The response store after the run: {records:,} responses, {record_bytes / 2**20:.1f} MiB of records (the "
         f"bound, `--response-store-max-bytes`, {args.store_max_bytes / 2**20:g} MiB, counts these), in "
-        f"{samples[-1][3]:.1f} MiB of SQLite file and WAL (its curve below: over the second half of the run "
+        f"{samples[-1][3]:.1f} MiB of {result['store_label']} (its curve below: over the second half of the run "
         f"{min(store_half):.1f} to {max(store_half):.1f} MiB).",
         "",
         f"{args.requests / result['wall']:.0f} requests/s over {result['wall']:.0f} s. Clients that left: {cancelled}; "
         f"engine requests the engine saw aborted: {engine_aborts} (clients that left mid-generation, and stop strings "
-        f"and stop sequences that cut an answer short). Requests in flight at the proxy after the run: {result['in_flight']} (the "
-        "metrics scrape that counts them included).",
+        "and stop sequences that cut an answer short). Requests in flight at the proxy after the run: "
+        f"{result['in_flight']} (the metrics scrape that counts them included).",
         "",
-        "## Proxy memory (VmRSS) and the response store on disk",
+        f"## Proxy memory (VmRSS) and the response store ({result['store_label']})",
         "",
         f"Start {rss[0]:.0f} MB, peak {max(rss):.0f} MB, end {rss[-1]:.0f} MB; over the second half of the run "
         f"{min(half):.0f} to {max(half):.0f} MB.",
         "",
-        "| seconds | requests finished | RSS MB | response store on disk MiB |",
+        f"| seconds | requests finished | RSS MB | response store, {result['store_label']}, MiB |",
         "|---|---|---|---|",
     ]
     step = max(1, len(samples) // 20)
@@ -224,25 +263,21 @@ def report(args: argparse.Namespace, result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def store_records(path: Path) -> tuple[int, int]:
-    """(records, their bytes) in the store, as its own size bound counts them."""
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT count(*), coalesce(sum(size), 0) FROM responses").fetchone()
-    finally:
-        db.close()
-
-
 def run(args: argparse.Namespace) -> str:
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     replies = work / "replies.json"
     replies.write_text(orjson.dumps([REPLY]).decode())
-    store = work / "responses.db"  # (STORE_FILES: it and its WAL)
-    store_flags = ["--response-store", f"sqlite:///{store}", "--response-store-max-bytes", str(args.store_max_bytes)]
-    with stack(["--replies", str(replies), "--token-delay-ms", str(args.token_delay_ms)],
-               PARSER_FLAGS + store_flags) as running:
-        result = asyncio.run(soak(args, running.proxy_url, running.proxy.pid, running.engine_url, work))
-    result["store_records"] = store_records(store)
+    with contextlib.ExitStack() as resources:
+        if args.store == "redis":
+            store: SQLiteProbe | RedisProbe = RedisProbe(resources.enter_context(redis_server(work)).url)
+        else:
+            store = SQLiteProbe(work)
+        store_flags = ["--response-store", store.url, "--response-store-max-bytes", str(args.store_max_bytes)]
+        engine_flags = ["--replies", str(replies), "--token-delay-ms", str(args.token_delay_ms)]
+        running = resources.enter_context(stack(engine_flags, PARSER_FLAGS + store_flags))
+        result = asyncio.run(soak(args, running.proxy_url, running.proxy.pid, running.engine_url, store))
+        result["store_records"] = store.records()
+        result["store_label"] = store.label
     return report(args, result)
 
 
@@ -254,6 +289,8 @@ def main() -> int:
     parser.add_argument("--token-delay-ms", type=float, default=2.0,
                         help="engine delay per token (streams long enough for clients to leave mid-generation)")
     parser.add_argument("--sample-interval", type=float, default=1.0)
+    parser.add_argument("--store", choices=("sqlite", "redis"), default="sqlite",
+                        help="the response store: the embedded SQLite file, or a real Redis server (redis-server)")
     parser.add_argument("--store-max-bytes", type=int, default=8 << 20,
                         help="the response store's bound (small, so that it evicts during the run)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "soak.md"))
