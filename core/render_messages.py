@@ -40,7 +40,8 @@ The conversion, as vLLM 0.33 does it:
   is built, so the chat validators on tools / tool_choice do not run (vLLM's order).
 
 Deviations from vLLM 0.33, each a 400 here: `tool_choice` any / tool without `tools` (vLLM drops
-the forced choice and renders anyway: `MISSING_TOOLS_MESSAGE`); an image inside a tool_result whose
+the forced choice and renders anyway: `MISSING_TOOLS_MESSAGE`, checked after rendering, so that
+vLLM's own errors for the request come first); an image inside a tool_result whose
 `source` is not an object (vLLM: a 500, `IMAGE_SOURCE_MESSAGE`).
 
 # Output side: what vLLM 0.33 does with the engine's answer (for the `/v1/messages` front door)
@@ -301,10 +302,11 @@ def _apply_tool_choice(chat: ChatCompletionRequest, request: AnyMessagesRequest)
         chat.tool_choice = {"auto": "auto", "any": "required", "none": "none"}[choice.type]
 
 
-def _check_tools_for_choice(request: AnyMessagesRequest, tools: list[AnthropicTool] | None) -> None:
-    """Our one stricter rule: a choice that forces a tool call needs tools (vLLM drops it silently)."""
+def check_tools_for_choice(request: AnyMessagesRequest, chat: ChatCompletionRequest) -> None:
+    """Our one stricter rule: a choice that forces a tool call needs tools (vLLM drops it silently).
+    Checked once the request has rendered, so that any error vLLM itself gives comes first."""
     choice = request.tool_choice
-    if choice is not None and choice.type in ("any", "tool") and not tools:
+    if choice is not None and choice.type in ("any", "tool") and not chat.tools:
         raise bad_request(MISSING_TOOLS_MESSAGE.format(type=choice.type), param="tool_choice")
 
 
@@ -362,7 +364,6 @@ def to_chat_request(request: AnyMessagesRequest, *, merge_inline_system: bool = 
         chat.thinking_token_budget = thinking.budget_tokens
     _apply_tool_choice(chat, request)
     tools = resolve_tools(request)
-    _check_tools_for_choice(request, tools)
     if tools is not None:
         if chat.tool_choice is None:
             chat.tool_choice = "auto"
@@ -489,11 +490,15 @@ class MessagesRenderer:
         Raises RequestError."""
         chat = self.chat_request(request)
         generate = render_chat(self.model, self.options, chat, request_id)
+        check_tools_for_choice(request, chat)
         return RenderedMessages(generate_request=generate, chat_request=chat)
 
     def count_tokens(self, request: AnthropicCountTokensRequest) -> int:
         """POST /v1/messages/count_tokens: the rendered prompt's length. Raises RequestError."""
-        return len(render_chat(self.model, self.options, self.chat_request(request))["token_ids"])
+        chat = self.chat_request(request)
+        token_ids = render_chat(self.model, self.options, chat)["token_ids"]
+        check_tools_for_choice(request, chat)
+        return len(token_ids)
 
 
 def count_tokens_body(input_tokens: int) -> dict[str, Any]:

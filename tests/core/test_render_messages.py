@@ -117,10 +117,22 @@ def test_tool_choice_and_tools_mapping():
     tool = chat(tools=[{**WEATHER, "cache_control": {"type": "ephemeral"}, "strict": True}]).tools[0]
     assert tool.to_template() == {"type": "function", "function": {
         "name": "get_weather", "description": None, "parameters": WEATHER["input_schema"], "strict": True}}
+
+
+def test_a_forced_choice_without_tools_is_a_400_after_vllms_own_checks(qwen3):
+    """Our stricter rule (vLLM renders it, dropping the choice) is checked once the request has
+    rendered: an error vLLM gives for the same request comes first."""
+    renderer = MessagesRenderer(qwen3, PARSERS)
     for kind, extra in (("any", {}), ("tool", {"name": "x"})):
+        request = messages_request(messages=[{"role": "user", "content": "q"}], tool_choice={"type": kind, **extra})
+        for call in (renderer.render, renderer.count_tokens):
+            with pytest.raises(RequestError) as err:
+                call(request)
+            assert (err.value.status, err.value.param) == (400, "tool_choice")
         with pytest.raises(RequestError) as err:
-            chat(tool_choice={"type": kind, **extra})
-        assert err.value.status == 400 and err.value.param == "tool_choice"
+            renderer.render(messages_request(messages=[{"role": "user", "content": "q"}],
+                                             tool_choice={"type": kind, **extra}, stop_sequences=[""]))
+        assert err.value.message == "stop cannot contain an empty string."
 
 
 def test_sampling_and_thinking_fields():

@@ -11,6 +11,7 @@ our app, then 80 random Messages requests per server (a fixed seed): status and 
 from __future__ import annotations
 
 import json
+import os
 import random
 import urllib.error
 import urllib.request
@@ -24,6 +25,9 @@ from tests.proxy.test_render_oracle import expand, normalize_ids
 
 pytestmark = pytest.mark.oracle
 
+# random requests per server: one seed in a normal run; DERENDER_ORACLE_SEEDS=N compares N times
+# as many (a longer differential hunt against the live server)
+LIVE_SEEDS = int(os.environ.get("DERENDER_ORACLE_SEEDS", "1"))
 PORTS = {"q3-parsers": 8112, "l3-parsers": 8114}
 MODEL = {"q3-parsers": "tiny-qwen3", "l3-parsers": "tiny-llama3"}
 PROBE_TOOL = {"name": "f", "input_schema": {"type": "object"}}
@@ -135,11 +139,12 @@ def random_request(rng: random.Random, server: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", range(LIVE_SEEDS))
 @pytest.mark.parametrize("server", list(PORTS))
-async def test_random_requests_match(server, live, serve):
+async def test_random_requests_match(server, seed, live, serve):
     if live[server]:
         pytest.skip(live[server])
-    rng = random.Random(20261201)
+    rng = random.Random(20261201 + seed)
     test_server, client = await serve(server)
     compared = 0
     for _ in range(80):

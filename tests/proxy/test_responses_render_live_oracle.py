@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import random
 import urllib.error
 import urllib.request
@@ -31,6 +32,9 @@ from tests.proxy.test_responses_render_oracle import (  # noqa: F401 (models: a 
 
 pytestmark = pytest.mark.oracle
 
+# random requests per server: one seed in a normal run; DERENDER_ORACLE_SEEDS=N compares N times
+# as many (a longer differential hunt against the live server)
+LIVE_SEEDS = int(os.environ.get("DERENDER_ORACLE_SEEDS", "1"))
 PATH = "/v1/responses/render"
 PROBE = {"input": "x", "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
          "tool_choice": "required"}
@@ -181,11 +185,12 @@ def random_request(rng: random.Random) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", range(LIVE_SEEDS))
 @pytest.mark.parametrize("server", ["q3-parsers", "l3-parsers"])
-async def test_random_requests_live(server, models, aiohttp_client):
+async def test_random_requests_live(server, seed, models, aiohttp_client):
     port = live_port(server)
     client = await aiohttp_client(create_app(ServerConfig(**SERVERS[server]["config"]), models(server)))
-    rng = random.Random(f"responses-{server}")
+    rng = random.Random(f"responses-{server}" + (f"-{seed}" if seed else ""))
     checked = 0
     for _ in range(80):
         body = random_request(rng)
