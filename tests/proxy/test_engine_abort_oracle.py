@@ -7,8 +7,9 @@ doors, and a stop string (stop sequence) the proxy finds, must each leave the en
 having generated far fewer tokens than were asked for (the engine's own `vllm:num_requests_running`
 and `vllm:generation_tokens_total`; vLLM counts no aborted request in `request_success_total`).
 
-The gauges are the engine's, for all its requests: run these tests alone on that engine (not
-beside other tests using 8201 with `-n`); a stray request shows as a failure, never as a pass.
+The gauges are the engine's, for all its requests: other tests using 8201 at the same time (`-n`)
+only add their own short answers' tokens and their wait; a stray long request would show as a
+failure, never as a pass.
 """
 
 from __future__ import annotations
