@@ -103,7 +103,12 @@ async def pump(request: web.Request, run: EngineRun, sources: Sequence[tuple[Eng
         async for prompt, batch in merged(sources, run.metrics):
             out = await _derender(request, writer.feed, prompt, batch)
             if out or first:  # the first engine event sends the writer's head even when it adds nothing
-                await emit(out)
+                try:
+                    await emit(out)
+                except ConnectionResetError:
+                    # the client left and a write found out: a disconnect (the caller aborts the
+                    # engine request as one), not a derender failure nor an engine error
+                    raise client_gone() from None
                 first = False
             for done in session.to_abort():
                 run.abort(sources[done][0], "stop_string")
