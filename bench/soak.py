@@ -207,7 +207,12 @@ async def soak(args: argparse.Namespace, proxy_url: str, proxy_pid: int, engine_
             metrics = await r.text()
     in_flight = next((line.split()[-1] for line in metrics.splitlines()
                       if line.startswith("derender_proxy_requests_in_flight ")), "?")
-    return {"outcomes": outcomes, "samples": samples, "wall": wall, "aborted": aborted, "in_flight": in_flight}
+    aborts = {line.split('cause="', 1)[1].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+              for line in metrics.splitlines() if line.startswith("derender_proxy_aborts_total{")}
+    engine_errors = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                        if line.startswith("derender_proxy_engine_errors_total{"))
+    return {"outcomes": outcomes, "samples": samples, "wall": wall, "aborted": aborted, "in_flight": in_flight,
+            "aborts": aborts, "engine_errors": engine_errors}
 
 
 def report(args: argparse.Namespace, result: dict) -> str:
@@ -247,7 +252,10 @@ def report(args: argparse.Namespace, result: dict) -> str:
         f"{args.requests / result['wall']:.0f} requests/s over {result['wall']:.0f} s. Clients that left: {cancelled}; "
         f"engine requests the engine saw aborted: {engine_aborts} (clients that left mid-generation, and stop strings "
         "and stop sequences that cut an answer short). Requests in flight at the proxy after the run: "
-        f"{result['in_flight']} (the metrics scrape that counts them included).",
+        f"{result['in_flight']} (the metrics scrape that counts them included). The proxy's aborts by cause: "
+        + (", ".join(f"{cause} {count:.0f}" for cause, count in sorted(result["aborts"].items())) or "none")
+        + f"; engine errors it counted: {result['engine_errors']:.0f}; lines it logged at ERROR or above: "
+        f"{result['error_lines']}.",
         "",
         f"## Proxy memory (VmRSS) and the response store ({result['store_label']})",
         "",
@@ -274,10 +282,14 @@ def run(args: argparse.Namespace) -> str:
             store = SQLiteProbe(work)
         store_flags = ["--response-store", store.url, "--response-store-max-bytes", str(args.store_max_bytes)]
         engine_flags = ["--replies", str(replies), "--token-delay-ms", str(args.token_delay_ms)]
-        running = resources.enter_context(stack(engine_flags, PARSER_FLAGS + store_flags))
+        proxy_log = resources.enter_context((work / "proxy.log").open("wb"))
+        running = resources.enter_context(stack(engine_flags, PARSER_FLAGS + store_flags, proxy_stderr=proxy_log))
         result = asyncio.run(soak(args, running.proxy_url, running.proxy.pid, running.engine_url, store))
         result["store_records"] = store.records()
         result["store_label"] = store.label
+    # the proxy logs JSON lines at --log-level warning: a client that leaves must never be an error
+    result["error_lines"] = sum(1 for line in (work / "proxy.log").read_text(errors="replace").splitlines()
+                                if '"level":"error"' in line or '"level":"critical"' in line)
     return report(args, result)
 
 
