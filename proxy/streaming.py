@@ -128,10 +128,13 @@ async def pump(request: web.Request, run: EngineRun, sources: Sequence[tuple[Eng
 
 
 async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[tuple[EngineStream, dict | None]],
-                       writer: StreamWriter, head: list[bytes] | None = None) -> web.StreamResponse:
+                       writer: StreamWriter, head: list[bytes] | None = None,
+                       before_end: Callable[[], Awaitable[None]] | None = None) -> web.StreamResponse:
     """Stream the engine's output to the client through `writer` (see the module docstring).
     `head`: the writer's first events, when the caller made them already (`stream_one`: while the
-    engine computed the first token)."""
+    engine computed the first token). `before_end`: awaited once the writer has closed (its final
+    answer made) and before its last events go out, for what must be done before the client can
+    act on the end (the Responses store: a continuation may follow the terminal event at once)."""
     resp = SSEResponse(headers=SSE_HEADERS)
     try:
         await resp.prepare(request)
@@ -159,7 +162,10 @@ async def write_stream(request: web.Request, run: EngineRun, sources: Sequence[t
             error = await pump(request, run, sources, writer, emit, lambda: tracked.aborted is not None)
             if keepalive is not None:
                 await keepalive.stop()
-            await resp.write_eof(b"".join([*unsent, *writer.close(error)]))  # one send, end of body included
+            last = writer.close(error)
+            if before_end is not None:
+                await before_end()
+            await resp.write_eof(b"".join([*unsent, *last]))  # one send, end of body included
     except (asyncio.CancelledError, ConnectionResetError) as exc:
         run.abort_all("client_disconnect")
         if isinstance(exc, ConnectionResetError):
@@ -214,7 +220,8 @@ class _Keepalive:
 
 
 async def stream_one(request: web.Request, run: EngineRun, gen: dict[str, Any],
-                     make_writer: Callable[[], StreamWriter]) -> web.StreamResponse:
+                     make_writer: Callable[[], StreamWriter],
+                     before_end: Callable[[], Awaitable[None]] | None = None) -> web.StreamResponse:
     """Stream one prompt's engine output: the engine request goes out first, and `make_writer` (the
     derender session, its parsers, the writer and its head: nothing the engine request needs) runs
     while the engine computes the first token. The one check the session makes of the request,
@@ -228,7 +235,7 @@ async def stream_one(request: web.Request, run: EngineRun, gen: dict[str, Any],
 
     source = await run.open(engine_body(gen, stream=True), gen["token_ids"], while_waiting=prepare)
     writer, head = made[0]
-    return await write_stream(request, run, [source], writer, head)
+    return await write_stream(request, run, [source], writer, head, before_end)
 
 
 def _keepalive(resp: web.StreamResponse, writer: StreamWriter) -> _Keepalive | None:

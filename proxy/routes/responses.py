@@ -96,12 +96,15 @@ async def create_response(request: web.Request) -> web.StreamResponse:
             made.append((call, call.writer()))
             return made[0][1]
 
-        resp = await stream_one(request, run, gen, new_writer)
-        call, writer = made[0]
-        final = getattr(writer, "final", None)  # the response the stream ended with
-        if keep and final is not None:
-            await keep_record(store, call.record(final))
-        return resp
+        async def store_final() -> None:
+            # stored before the terminal event goes out: a client (or another replica it reaches)
+            # may continue with previous_response_id the moment it reads `response.completed`
+            call, writer = made[0]
+            final = getattr(writer, "final", None)  # the response the stream ends with
+            if final is not None:
+                await keep_record(store, call.record(final))
+
+        return await stream_one(request, run, gen, new_writer, store_final if keep else None)
     call = ResponsesCall(request, req, rendered, prior)
     if req.background:
         return await start_background(request, call, run, store)

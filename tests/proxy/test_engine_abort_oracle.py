@@ -86,22 +86,18 @@ def test_a_client_that_leaves_a_stream_aborts_the_engine_request(stack, api):
     assert generated_until_idle(before) < LONG / 2
 
 
-def greedy_words(stack) -> list[str]:
-    c = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=120)
-    answer = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Talk."}], max_tokens=24,
-                                       temperature=0, extra_body=NO_THINKING)
-    words = (answer.choices[0].message.content or "").split()
-    assert len(words) >= 3, answer
-    return words
+# stop strings the random weights' noise holds within a few tokens: a greedy answer is not the same
+# twice when the engine batches it with other requests (CPU numerics), so no word of an earlier
+# answer is sure to come again, but one of these characters is
+COMMON = [" ", "e", "a", "."]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_stop_string_found_by_the_proxy_aborts_the_engine_request(stack, stream):
-    stop = greedy_words(stack)[2]
     c = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=120)
     before = engine_metrics()
     answer = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Talk."}], max_tokens=LONG,
-                                       temperature=0, stop=[stop], stream=stream, extra_body=NO_THINKING)
+                                       temperature=0, stop=COMMON, stream=stream, extra_body=NO_THINKING)
     finish = [choice.finish_reason for chunk in answer for choice in chunk.choices if choice.finish_reason] \
         if stream else [answer.choices[0].finish_reason]
     assert finish == ["stop"]
@@ -109,12 +105,11 @@ def test_a_stop_string_found_by_the_proxy_aborts_the_engine_request(stack, strea
 
 
 def test_a_stop_sequence_of_a_message_aborts_the_engine_request(stack):
-    stop = greedy_words(stack)[2]
     c = anthropic.Anthropic(base_url=stack.url, api_key="unused", max_retries=0, timeout=120)
     before = engine_metrics()
     with c.messages.stream(model=MODEL, max_tokens=LONG, messages=[{"role": "user", "content": "Talk."}],
-                           thinking={"type": "disabled"}, stop_sequences=[stop],
+                           thinking={"type": "disabled"}, stop_sequences=COMMON,
                            extra_body={"temperature": 0}) as stream:
         message = stream.get_final_message()
-    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", stop)
+    assert message.stop_reason == "stop_sequence" and message.stop_sequence in COMMON
     assert generated_until_idle(before) < LONG / 2

@@ -289,6 +289,29 @@ def test_two_processes_share_the_sqlite_store(stack, tmp_path):
         other.stop()
 
 
+@pytest.mark.slow
+def test_a_streamed_response_is_stored_before_its_last_event(stack, tmp_path):
+    """A client may continue on another replica the moment it reads `response.completed`: the
+    stream's record must be in the shared store by then (it was written after the end, and half
+    of such continuations got a 404)."""
+    script(stack, (TEXT_REPLY, None))
+    other = ServeProcess(str(_model_dir(stack)), "--served-model-name", "tiny-qwen3",
+                         "--engine-url", stack.engines[0].url, "--response-store", stack.config.response_store,
+                         *_parser_flags(), tmp_path=tmp_path).start()
+    try:
+        here = stack.client()
+        there = openai.OpenAI(base_url=other.url + "/v1", api_key="unused", max_retries=0)
+        for _ in range(24):
+            with here.responses.create(model="tiny-qwen3", input="hi", stream=True) as events:
+                done = next(e for e in events if e.type == "response.completed")
+                # asked before the rest of the body (the end of the chunked stream) is even read
+                follow = there.responses.create(model="tiny-qwen3", input="more",
+                                                previous_response_id=done.response.id)
+            assert follow.status == "completed" and follow.usage.input_tokens > done.response.usage.input_tokens
+    finally:
+        other.stop()
+
+
 def _model_dir(stack: Stack):
     from tests.models import write_model
     import tempfile
