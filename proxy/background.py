@@ -107,7 +107,7 @@ async def run_background(request: web.Request, call: ResponsesCall, run: EngineR
     generation = watcher = None
     try:
         await store.put(call.record(call.frame.response([], "in_progress", None), OWNER), if_status=ACTIVE)
-        produce = call.generate(request, run) if events is None else _stream_into(request, call, run, events)
+        produce = call.generate(request, run) if events is None else _stream_into(request, call, run, events, store)
         generation = asyncio.ensure_future(produce)
         watcher = asyncio.ensure_future(_watch_cancellation(store, response_id))
         await asyncio.wait([generation, watcher], return_when=asyncio.FIRST_COMPLETED)
@@ -117,7 +117,8 @@ async def run_background(request: web.Request, call: ResponsesCall, run: EngineR
             response = generation.result()
         except RequestError as exc:
             response = call.frame.response([], "failed", None, {"code": "server_error", "message": exc.message})
-        await store.put(call.record(response, OWNER), if_status=ACTIVE)
+        if events is None:  # (a streamed one stored its answer before its last events: _stream_into)
+            await store.put(call.record(response, OWNER), if_status=ACTIVE)
     except StoreUnavailable as exc:
         log.warning("background response %s: the store is unavailable: %s", response_id, exc)
     except Exception:
@@ -134,16 +135,28 @@ async def run_background(request: web.Request, call: ResponsesCall, run: EngineR
             await events.finish()
 
 
-async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun, events: EventLog) -> dict[str, Any]:
-    """A background streamed response: the Responses events into the log; returns the final response."""
+async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun, events: EventLog,
+                       store: ResponseStore) -> dict[str, Any]:
+    """A background streamed response: the Responses events into the log; returns the final response,
+    stored before the terminal event is logged (a follower may GET or continue it from another
+    replica the moment it reads that event)."""
     writer = call.writer()
     await events.extend(writer.head())
+
+    async def end(last: list[bytes]) -> None:
+        assert writer.final is not None
+        try:
+            await store.put(call.record(writer.final, OWNER), if_status=ACTIVE)
+        except StoreUnavailable as exc:  # the followers still get their end
+            log.warning("background response %s was answered but not stored: %s", call.frame.id, exc)
+        await events.extend(last)
+
     try:
         source = await run.open(engine_body(call.gen, stream=True), call.gen["token_ids"])
         error = await pump(request, run, [source], writer, events.extend)
-        await events.extend(writer.close(error))
+        await end(writer.close(error))
     except RequestError as exc:  # the engine failed before its first token
-        await events.extend(writer.close(exc))
+        await end(writer.close(exc))
     except asyncio.CancelledError:
         run.abort_all("client_disconnect")
         raise

@@ -66,14 +66,27 @@ def input_items(req: ResponsesRequest) -> list[Any]:
     return [dump_item(item) for item in req.input]
 
 
+async def _previous_record(request: web.Request, response_id: str) -> dict[str, Any]:
+    """The stored record `previous_response_id` names: a 404 when there is none, a 400 while it is
+    still queued or in progress (a background response: its output is not there yet, and
+    continuing without it would drop the answer silently)."""
+    store = store_of(request, "previous_response_id", "previous_response_id")
+    record = await stored(store, store.get(response_id))
+    if record is None:
+        raise not_found(response_id)
+    status = record["response"].get("status")
+    if status in ACTIVE:
+        raise RequestError(f"The response '{response_id}' is still {status}: continue it once it has finished "
+                           f"(poll GET /v1/responses/{response_id}).", 400, "invalid_request_error",
+                           "previous_response_id")
+    return record
+
+
 async def prior_items_of(request: web.Request, req: ResponsesRequest) -> tuple[list[Any] | None, list[Any]]:
     """(validated prior items for render, their stored form) of `previous_response_id`."""
     if req.previous_response_id is None:
         return None, []
-    store = store_of(request, "previous_response_id", "previous_response_id")
-    record = await stored(store, store.get(req.previous_response_id))
-    if record is None:
-        raise not_found(req.previous_response_id)
+    record = await _previous_record(request, req.previous_response_id)
     items = [*record.get("input", []), *record["response"].get("output", [])]
     try:
         return validate_items(items), items
@@ -86,10 +99,7 @@ async def harmony_history_of(request: web.Request, req: ResponsesRequest) -> Har
     """gpt-oss: the stored Harmony messages and output items `previous_response_id` continues."""
     if req.previous_response_id is None:
         return None
-    store = store_of(request, "previous_response_id", "previous_response_id")
-    record = await stored(store, store.get(req.previous_response_id))
-    if record is None:
-        raise not_found(req.previous_response_id)
+    record = await _previous_record(request, req.previous_response_id)
     try:
         # only the calls are read (function_call_output finds its call's name there)
         calls = [item for item in record["response"].get("output", []) if item.get("type") == "function_call"]

@@ -242,6 +242,10 @@ def test_background_poll_and_cancel(stack):
     script(stack, ("<think>\nhm\n</think>\n\n" + "word " * 500, None), token_delay_ms=20)
     slow = client.responses.create(model="tiny-qwen3", input="talk", background=True)
     wait_for(lambda: client.responses.retrieve(slow.id).status == "in_progress", 10)
+    # its output is not there yet: continuing it is a 400 that says so, not a prompt without the answer
+    with pytest.raises(openai.BadRequestError, match="is still in_progress") as err:
+        client.responses.create(model="tiny-qwen3", input="and then?", previous_response_id=slow.id)
+    assert err.value.body["param"] == "previous_response_id"
     cancelled = client.responses.cancel(slow.id)
     assert cancelled.status == "cancelled" and client.responses.retrieve(slow.id).status == "cancelled"
     assert stack.wait_aborted(5.0)
@@ -308,6 +312,12 @@ def test_a_streamed_response_is_stored_before_its_last_event(stack, tmp_path):
                 follow = there.responses.create(model="tiny-qwen3", input="more",
                                                 previous_response_id=done.response.id)
             assert follow.status == "completed" and follow.usage.input_tokens > done.response.usage.input_tokens
+        # a background stream too: its answer is stored before its terminal event is logged
+        for _ in range(12):
+            with here.responses.create(model="tiny-qwen3", input="hi", stream=True, background=True) as events:
+                done = next(e for e in events if e.type == "response.completed")
+                stored_there = there.responses.retrieve(done.response.id)
+            assert (stored_there.status, stored_there.output_text) == ("completed", done.response.output_text)
     finally:
         other.stop()
 
