@@ -86,9 +86,10 @@ def test_a_client_that_leaves_a_stream_aborts_the_engine_request(stack, api):
     assert generated_until_idle(before) < LONG / 2
 
 
-# stop strings the random weights' noise holds within a few tokens: a greedy answer is not the same
-# twice when the engine batches it with other requests (CPU numerics), so no word of an earlier
-# answer is sure to come again, but one of these characters is
+# stop strings that sampled noise holds within a few tokens. Not a word of an earlier greedy answer:
+# greedy decoding is not the same twice when the engine batches it with other requests (CPU
+# numerics), and with random weights it can loop on one token that holds none of these, so the
+# answers here are sampled (temperature 1)
 COMMON = [" ", "e", "a", "."]
 
 
@@ -97,7 +98,7 @@ def test_a_stop_string_found_by_the_proxy_aborts_the_engine_request(stack, strea
     c = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=120)
     before = engine_metrics()
     answer = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Talk."}], max_tokens=LONG,
-                                       temperature=0, stop=COMMON, stream=stream, extra_body=NO_THINKING)
+                                       temperature=1, stop=COMMON, stream=stream, extra_body=NO_THINKING)
     finish = [choice.finish_reason for chunk in answer for choice in chunk.choices if choice.finish_reason] \
         if stream else [answer.choices[0].finish_reason]
     assert finish == ["stop"]
@@ -109,7 +110,7 @@ def test_a_stop_sequence_of_a_message_aborts_the_engine_request(stack):
     before = engine_metrics()
     with c.messages.stream(model=MODEL, max_tokens=LONG, messages=[{"role": "user", "content": "Talk."}],
                            thinking={"type": "disabled"}, stop_sequences=COMMON,
-                           extra_body={"temperature": 0}) as stream:
+                           extra_body={"temperature": 1}) as stream:
         message = stream.get_final_message()
     assert message.stop_reason == "stop_sequence" and message.stop_sequence in COMMON
     assert generated_until_idle(before) < LONG / 2

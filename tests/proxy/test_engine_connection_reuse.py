@@ -82,11 +82,11 @@ async def test_interim_answers_are_skipped_and_a_cut_after_one_is_broken_not_dis
     client = HTTPClient()
     try:
         for _ in range(2):
-            resp = await client.request(origin_of(port), "POST", "/", body=b"x", read_timeout=2)
+            resp = await client.request(origin_of(port), "POST", "/", body=b"x", read_timeout=10)
             assert resp.status == 200 and await resp.read(2) == b"ok"
         assert connections == 1 and client.open == 1
         with pytest.raises(ConnectionBroken):
-            await client.request(origin_of(port), "POST", "/", body=b"x", read_timeout=2)
+            await client.request(origin_of(port), "POST", "/", body=b"x", read_timeout=10)
         assert client.open == 0
     finally:
         await client.close()
@@ -172,9 +172,9 @@ async def test_a_request_on_a_connection_the_server_drops_is_disconnected_and_th
         resp = await client.request(origin_of(port), "POST", "/a", body=b"x")
         assert resp.status == 200 and await resp.read() == b"" and client.open == 1
         with pytest.raises(Disconnected):  # the one error that says "send it again"
-            await client.request(origin_of(port), "POST", "/a", body=b"x", read_timeout=2)
+            await client.request(origin_of(port), "POST", "/a", body=b"x", read_timeout=10)
         assert client.open == 0 and len(connections) == 1
-        resp = await asyncio.wait_for(client.request(origin_of(port), "POST", "/a", body=b"x", read_timeout=2), 2)
+        resp = await asyncio.wait_for(client.request(origin_of(port), "POST", "/a", body=b"x", read_timeout=10), 10)
         assert resp.status == 200 and await resp.read(1) == b"" and len(connections) == 2
     finally:
         await client.close()
@@ -225,7 +225,7 @@ async def test_a_stream_closed_by_us_while_its_reader_waits_ends_quietly():
         reader = asyncio.create_task(stream.next())
         await asyncio.sleep(0.05)
         assert stream.abort() is True
-        assert await asyncio.wait_for(reader, 2) is None
+        assert await asyncio.wait_for(reader, 10) is None
         assert stream.error is None
         await until(lambda: aborts == [{"request_ids": ["generate-tokens-r"]}])  # and the engine is told
     finally:
@@ -443,7 +443,7 @@ async def test_an_engine_that_keeps_talking_after_done_cannot_hold_the_stream_op
     try:
         stream = await engine.open_stream({"request_id": "r", "token_ids": [1], "stream": True})
         assert (await stream.next())["choices"][0]["token_ids"] == [7]
-        assert await asyncio.wait_for(stream.next(), 2) is None  # [DONE] is in: the stream is over
+        assert await asyncio.wait_for(stream.next(), 10) is None  # [DONE] is in: the stream is over
     finally:
         if stream is not None:
             stream.close()

@@ -160,7 +160,7 @@ async def test_a_woken_waiter_cancelled_before_it_runs_passes_its_slot_on():
         assert await resp.readany() == b"/hold" and await resp.readany() == b""
         resp.release()  # wakes `first` (its future is set) ...
         first.cancel()  # ... which is cancelled before it runs: `second` must get the connection
-        resp = await asyncio.wait_for(second, 2)
+        resp = await asyncio.wait_for(second, 10)
         assert await resp.read() == b"/second"
         assert first.cancelled() and not client._slot_waiters and client.open == 1
     finally:
@@ -237,7 +237,7 @@ async def test_random_cancellations_and_failures_never_exceed_the_limit_nor_leak
 
     async def one(name: bytes, kind: str, delay_ms: int) -> None:
         try:
-            resp = await client.request(origins[name], "GET", f"/{kind}/{delay_ms}", read_timeout=2)
+            resp = await client.request(origins[name], "GET", f"/{kind}/{delay_ms}", read_timeout=10)
             try:
                 body = await resp.read(2)
             finally:
@@ -275,7 +275,7 @@ async def test_random_cancellations_and_failures_never_exceed_the_limit_nor_leak
         assert not client._slot_waiters and client.open == idle_count(client)
         # after the storm the client still works at full width
         resps = await asyncio.wait_for(asyncio.gather(
-            *(client.request(origins[b"a"], "GET", "/ok/50") for _ in range(3))), 2)
+            *(client.request(origins[b"a"], "GET", "/ok/50") for _ in range(3))), 10)
         assert [await r.read() for r in resps] == [b"a"] * 3 and client.open == 3
     finally:
         watcher.cancel()
@@ -370,7 +370,7 @@ async def test_a_request_waiting_for_a_slot_when_the_client_closes_opens_no_conn
         await client.close()
         assert await holder.read() == b"ok"  # released after close(): closed, which frees the slot
         with pytest.raises(ConnectFailed):
-            await asyncio.wait_for(waiting, 2)
+            await asyncio.wait_for(waiting, 10)
         assert connections == 1
     finally:
         await client.close()
@@ -441,7 +441,7 @@ async def test_a_base_path_outside_ascii_is_refused_or_sent_percent_encoded():
             origin = Origin(f"http://127.0.0.1:{server.port}/モデル")
         except ValueError:  # refused up front: fine too
             return
-        resp = await asyncio.wait_for(client.request(origin, "GET", "/health"), 2)
+        resp = await asyncio.wait_for(client.request(origin, "GET", "/health"), 10)
         assert await resp.read(1) == b"ok" and paths == ["/%E3%83%A2%E3%83%87%E3%83%AB/health"]
         assert client.open == 1 and idle_count(client) == 1
     finally:

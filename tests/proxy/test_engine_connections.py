@@ -282,7 +282,7 @@ async def test_bytes_that_are_not_http_are_a_bad_response(answer):
     client = HTTPClient()
     try:
         with pytest.raises(BadResponse):
-            resp = await client.request(origin, "GET", "/", read_timeout=2)
+            resp = await client.request(origin, "GET", "/", read_timeout=10)
             await resp.read(2)
         assert client.open == 0
     finally:
