@@ -18,6 +18,7 @@ import json
 import re
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -25,7 +26,7 @@ import openai
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS
-from tests.proxy.test_openai_oracle import OracleStack, engine_up
+from tests.proxy.test_openai_oracle import OracleStack, engine_alone, engine_up
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -36,6 +37,12 @@ METRIC = re.compile(r'^vllm:(num_requests_running|num_requests_waiting|generatio
 
 pytestmark = [pytest.mark.oracle,
               pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
+
+
+@pytest.fixture(autouse=True)
+def alone_on_the_engine() -> Iterator[None]:
+    with engine_alone(ORACLE_ENGINE):
+        yield
 
 
 @pytest.fixture(scope="module")

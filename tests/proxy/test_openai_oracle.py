@@ -8,7 +8,12 @@ says they should.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import tempfile
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -27,7 +32,27 @@ def engine_up(url: str = ORACLE_ENGINE) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def engine_alone(url: str) -> Iterator[None]:
+    """Hold the engine for this test against the other test processes (`-n`): greedy answers
+    compared across requests are only the same when the engine does not batch them with others
+    (its CPU numerics depend on the batch), and the abort tests read its gauges."""
+    lock = Path(tempfile.gettempdir()) / f"derender-oracle-{url.rsplit(':', 1)[-1]}.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not engine_up(), reason="vLLM oracle engine not running")]
+
+
+@pytest.fixture(autouse=True)
+def alone_on_the_engine() -> Iterator[None]:
+    with engine_alone(ORACLE_ENGINE):
+        yield
 
 
 class OracleStack(Stack):

@@ -13,13 +13,14 @@ shape, streamed or not.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS, post_raw
-from tests.proxy.test_openai_oracle import OracleStack, engine_up
+from tests.proxy.test_openai_oracle import OracleStack, engine_alone, engine_up
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -29,6 +30,12 @@ TOOLS = [{"type": "function", "name": "set_unit", "description": "Pick a unit", 
 
 pytestmark = [pytest.mark.oracle,
               pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
+
+
+@pytest.fixture(autouse=True)
+def alone_on_the_engine() -> Iterator[None]:
+    with engine_alone(ORACLE_ENGINE):
+        yield
 
 
 @pytest.fixture(scope="module")
