@@ -18,7 +18,6 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -26,7 +25,7 @@ import openai
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS
-from tests.proxy.test_openai_oracle import OracleStack, engine_alone, engine_up
+from tests.proxy.test_openai_oracle import OracleStack, alone_on_the_engine, oracle_marks  # noqa: F401 (autouse)
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -35,14 +34,7 @@ NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 METRIC = re.compile(r'^vllm:(num_requests_running|num_requests_waiting|generation_tokens_total)\{[^}]*\} ([0-9.e+]+)$',
                     re.M)
 
-pytestmark = [pytest.mark.oracle,
-              pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
-
-
-@pytest.fixture(autouse=True)
-def alone_on_the_engine() -> Iterator[None]:
-    with engine_alone(ORACLE_ENGINE):
-        yield
+pytestmark = oracle_marks(ORACLE_ENGINE)
 
 
 @pytest.fixture(scope="module")

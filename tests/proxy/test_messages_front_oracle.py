@@ -12,14 +12,12 @@ The noise these weights make is the one vLLM recorded in tests/fixtures/oracle/s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anthropic
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS
 from tests.proxy.test_messages_front import comparable
-from tests.proxy.test_openai_oracle import OracleStack, engine_alone, engine_up
+from tests.proxy.test_openai_oracle import OracleStack, alone_on_the_engine, oracle_marks  # noqa: F401 (autouse)
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -29,14 +27,7 @@ SET_UNIT = {"name": "set_unit", "description": "Pick a unit", "input_schema": {
     "type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["unit"]}}
 
 
-pytestmark = [pytest.mark.oracle,
-              pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
-
-
-@pytest.fixture(autouse=True)
-def alone_on_the_engine() -> Iterator[None]:
-    with engine_alone(ORACLE_ENGINE):
-        yield
+pytestmark = oracle_marks(ORACLE_ENGINE)
 
 
 @pytest.fixture(scope="module")

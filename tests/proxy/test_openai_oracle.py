@@ -46,12 +46,19 @@ def engine_alone(url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-pytestmark = [pytest.mark.oracle, pytest.mark.skipif(not engine_up(), reason="vLLM oracle engine not running")]
+def oracle_marks(url: str) -> list[pytest.MarkDecorator]:
+    """A module's marks: `oracle`, skipped unless the engine at `url` answers."""
+    return [pytest.mark.oracle,
+            pytest.mark.skipif(not engine_up(url), reason=f"vLLM oracle engine not running at {url}")]
+
+
+pytestmark = oracle_marks(ORACLE_ENGINE)
 
 
 @pytest.fixture(autouse=True)
-def alone_on_the_engine() -> Iterator[None]:
-    with engine_alone(ORACLE_ENGINE):
+def alone_on_the_engine(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test holds its module's engine (its ORACLE_ENGINE); modules that import this get it too."""
+    with engine_alone(getattr(request.module, "ORACLE_ENGINE", ORACLE_ENGINE)):
         yield
 
 

@@ -13,14 +13,13 @@ shape, streamed or not.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
 from tests.proxy.frontdoor_stack import PARSERS, post_raw
-from tests.proxy.test_openai_oracle import OracleStack, engine_alone, engine_up
+from tests.proxy.test_openai_oracle import OracleStack, alone_on_the_engine, oracle_marks  # noqa: F401 (autouse)
 
 ORACLE_ENGINE = "http://127.0.0.1:8201"
 MODEL = "tiny-qwen3"
@@ -28,14 +27,7 @@ GREEDY = {"model": MODEL, "temperature": 0}
 TOOLS = [{"type": "function", "name": "set_unit", "description": "Pick a unit", "parameters": {
     "type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["unit"]}}]
 
-pytestmark = [pytest.mark.oracle,
-              pytest.mark.skipif(not engine_up(ORACLE_ENGINE), reason="vLLM oracle engine not running on 8201")]
-
-
-@pytest.fixture(autouse=True)
-def alone_on_the_engine() -> Iterator[None]:
-    with engine_alone(ORACLE_ENGINE):
-        yield
+pytestmark = oracle_marks(ORACLE_ENGINE)
 
 
 @pytest.fixture(scope="module")
