@@ -19,7 +19,7 @@ from aiohttp import web
 from core.engine_request import engine_body
 from core.errors import RequestError
 from proxy.engine.run import EngineRun
-from proxy.responses_call import ACTIVE, OWNER, ResponsesCall, log
+from proxy.responses_call import ACTIVE, OWNER, ResponsesCall, keep_record, log
 from proxy.store import ResponseStore, StoreUnavailable
 from proxy.http import json_response
 from proxy.responses_call import stored
@@ -145,10 +145,7 @@ async def _stream_into(request: web.Request, call: ResponsesCall, run: EngineRun
 
     async def end(last: list[bytes]) -> None:
         assert writer.final is not None
-        try:
-            await store.put(call.record(writer.final, OWNER), if_status=ACTIVE)
-        except StoreUnavailable as exc:  # the followers still get their end
-            log.warning("background response %s was answered but not stored: %s", call.frame.id, exc)
+        await keep_record(store, call.record(writer.final, OWNER), if_status=ACTIVE)  # (followers get their end)
         await events.extend(last)
 
     try:

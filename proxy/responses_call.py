@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Collection
 from typing import Any
 
 from aiohttp import web
@@ -167,11 +168,13 @@ class ResponsesCall:
         return non_streamed(self.frame, self.session, self.counter)
 
 
-async def keep_record(store: ResponseStore, record: dict[str, Any]) -> None:
-    """Store an answered response. The store is best effort here: a client that asked nothing
-    of it gets its answer even while it is down (what reads it later gets the 503 then)."""
+async def keep_record(store: ResponseStore, record: dict[str, Any], *,
+                      if_status: Collection[str] | None = None) -> None:
+    """Store an answered response (with `if_status`, only over a record in one of those statuses).
+    The store is best effort here: a client that asked nothing of it gets its answer even while it
+    is down (what reads it later gets the 503 then)."""
     try:
-        await store.put(record)
+        await store.put(record, if_status=if_status)
     except StoreUnavailable as exc:
         log.warning("response %s was answered but not stored: %s", record["id"], exc)
 

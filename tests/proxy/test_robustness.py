@@ -450,8 +450,8 @@ def test_mid_stream_disconnects_are_never_500s(qwen3, caplog):
             stream = await c.chat.completions.create(model="tiny-qwen3", messages=MESSAGES, stream=True,
                                                      max_tokens=400)
             seen = 0
-            # leave the loop before closing: closing inside it left the SDK's iterator suspended
-            # mid-read, and its finalizer (after the loop ended) warned "already executing"
+            # leave the loop, then close (closing from inside the loop body leaves the SDK's
+            # iterator suspended mid-read until the event loop finalizes it)
             async for _ in stream:
                 seen += 1
                 if seen == 4:
